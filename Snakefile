@@ -1,0 +1,28 @@
+"""arbench: regenerate every table and figure from the declared config.
+
+    snakemake --cores 8 results/tables/factorial.tex               # paper scale
+    snakemake --cores 2 --config scale=demo                         # everything, reduced
+"""
+
+
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config.yaml"
+
+
+include: "rules/common.smk"
+include: "rules/datasets.smk"
+include: "rules/train.smk"
+include: "rules/evaluate.smk"
+include: "rules/stats.smk"
+include: "rules/tables.smk"
+include: "rules/figures.smk"
+
+
+rule all:
+    input:
+        all_targets(),
+    default_target: True

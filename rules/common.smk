@@ -1,0 +1,65 @@
+# Shared setup: resolve the config (schema + scale + semantic checks) before any
+# job is planned, and name every path the rules produce.
+import os
+import sys
+from pathlib import Path
+
+# the library lives in src/: importable here and in every job's script process
+SRC = str(Path(workflow.basedir) / "src")
+sys.path.insert(0, SRC)
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (SRC, os.environ.get("PYTHONPATH")) if p
+)
+
+from arbench import config as arbench_config  # noqa: E402
+
+try:
+    CFG = arbench_config.resolve(config)
+except arbench_config.ConfigError as err:
+    raise WorkflowError(f"invalid config: {err}") from None
+
+SCALE = CFG["scale"]
+EXPERIMENTS = CFG["experiments"]
+THREADS = CFG["threads_per_run"]
+
+
+wildcard_constraints:
+    experiment="[a-z0-9_]+",
+    arm="[a-z0-9_]+",
+    seed=r"\d+",
+
+
+def run_paths(experiment, name):
+    """One file per (arm, seed) of an experiment, e.g. every final.json."""
+    exp = EXPERIMENTS[experiment]
+    return [
+        f"results/runs/{experiment}/{arm}/seed{seed}/{name}"
+        for arm in exp["arms"]
+        for seed in range(exp["seeds"])
+    ]
+
+
+def eval_paths(experiment):
+    exp = EXPERIMENTS[experiment]
+    return [
+        f"results/evals/{experiment}/{arm}/seed{seed}.json"
+        for arm in exp["arms"]
+        for seed in range(exp["seeds"])
+    ]
+
+
+def all_targets():
+    out = []
+    for name in EXPERIMENTS:
+        out += [
+            f"results/tables/{name}.tex",
+            f"results/figures/{name}.pdf",
+            f"results/figures/{name}.png",
+        ]
+    return out
+
+
+def train_runtime(wildcards):
+    """Minutes to ask a scheduler for: generous for the CPU, far more than a GPU needs."""
+    steps = EXPERIMENTS[wildcards.experiment]["train"]["steps"]
+    return max(10, steps // 20)

@@ -1,0 +1,25 @@
+# LaTeX tables rendered from jinja2 templates.
+
+
+rule table:
+    input:
+        stats="results/stats/{experiment}.json",
+        template="src/arbench/report/templates/experiment_table.tex.j2",
+    output:
+        report(
+            "results/tables/{experiment}.tex",
+            category="Tables",
+            caption="../docs/report/table.rst",
+        ),
+    log:
+        "results/logs/tables/{experiment}.log",
+    benchmark:
+        "results/benchmarks/tables/{experiment}.tsv"
+    threads: 1
+    resources:
+        mem_mb=500,
+        runtime=5,
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../scripts/table.py"

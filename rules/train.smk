@@ -1,0 +1,26 @@
+# One job per (experiment, arm, seed). Resumes from its own checkpoint after a kill.
+
+
+rule train:
+    input:
+        oracle="results/datasets/{experiment}/oracle.json",
+    output:
+        final="results/runs/{experiment}/{arm}/seed{seed}/final.json",
+        model="results/runs/{experiment}/{arm}/seed{seed}/model.pt",
+        metrics="results/runs/{experiment}/{arm}/seed{seed}/metrics.jsonl",
+    log:
+        "results/logs/train/{experiment}/{arm}/seed{seed}.log",
+    benchmark:
+        "results/benchmarks/train/{experiment}/{arm}/seed{seed}.tsv"
+    params:
+        experiment=lambda wc: EXPERIMENTS[wc.experiment],
+        scale=SCALE,
+    threads: THREADS
+    resources:
+        mem_mb=2000,
+        runtime=train_runtime,
+        gpu=1 if SCALE == "paper" else 0,
+    conda:
+        "../envs/torch.yaml"
+    script:
+        "../scripts/train.py"

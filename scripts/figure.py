@@ -1,0 +1,9 @@
+"""Snakemake glue: bar-and-dot figure of an experiment."""
+
+from arbench.glue import setup
+from arbench.io import read_json
+from arbench.report.figures import bars_with_seeds
+
+log = setup(snakemake.log[0], snakemake.threads)
+bars_with_seeds(read_json(snakemake.input.stats), [snakemake.output.pdf, snakemake.output.png])
+log(f"wrote {snakemake.output.pdf} and {snakemake.output.png}")

@@ -1,0 +1,49 @@
+"""Matplotlib figures: one bar per arm (mean) with one dot per seed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+
+def bars_with_seeds(stats: dict[str, Any], outputs: list[str | Path]) -> None:
+    """Draw an experiment's per-arm accuracies and save to every path in ``outputs``."""
+    arms = list(stats["arms"])
+    fig, ax = plt.subplots(figsize=(max(5.0, 0.8 * len(arms) + 1.5), 3.4))
+    x = np.arange(len(arms))
+    means = [stats["arms"][a]["mean"] for a in arms]
+    sds = [stats["arms"][a]["sd"] for a in arms]
+    colors = ["#4C72B0" if stats["arms"][a]["spec"].get("conv") else "#DD8452" for a in arms]
+    ax.bar(x, means, yerr=sds, color=colors, alpha=0.55, capsize=3, width=0.7)
+    jitter = np.random.default_rng(0)  # dot placement only, not data
+    for i, a in enumerate(arms):
+        s = stats["arms"][a]["scores"]
+        ax.scatter(i + jitter.uniform(-0.18, 0.18, len(s)), s, s=14, color="black", zorder=3)
+    for label, value, style in (
+        ("value-marginal floor", stats["floors"]["value_marginal"], ":"),
+        ("best no-binding", stats["floors"]["best_no_binding"], "--"),
+    ):
+        ax.axhline(value, color="grey", linestyle=style, linewidth=0.9, label=label)
+    ax.set_xticks(x, [a.replace("_", "\n") for a in arms], fontsize=7)
+    ax.set_ylim(0, 1.02)
+    ax.set_ylabel("held-out accuracy")
+    n = max(v["n"] for v in stats["arms"].values())
+    ax.set_title(
+        f"{stats['title']}\nscale={stats['scale']}, K={stats['task'].get('pairs')}, "
+        f"n≤{n} seeds",
+        fontsize=8,
+    )
+    ax.legend(fontsize=6, loc="upper right")
+    fig.tight_layout()
+    for path in outputs:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(path).with_name(f".{Path(path).stem}.tmp{Path(path).suffix}")
+        fig.savefig(tmp, dpi=150)
+        tmp.replace(path)
+    plt.close(fig)

@@ -1,0 +1,52 @@
+"""LaTeX tables rendered from jinja2 templates with LaTeX-safe delimiters."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+TEMPLATES = Path(__file__).parent / "templates"
+
+_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
+            "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\^{}"}
+
+
+def latex_escape(value: Any) -> str:
+    """Escape LaTeX special characters in a plain-text value."""
+    return "".join(_ESCAPES.get(ch, ch) for ch in str(value))
+
+
+def fmt_cell(value: Any) -> str:
+    """Table cell for an arm's knob: booleans as yes/no, the rest escaped."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return latex_escape(value)
+
+
+def fmt_p(p: float) -> str:
+    """p-values: three significant digits, with a floor shown as an inequality."""
+    return "<0.0001" if p < 1e-4 else f"{p:.3g}" if p < 0.01 else f"{p:.3f}"
+
+
+def environment(directory: str | Path = TEMPLATES) -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(directory)),
+        block_start_string="((*", block_end_string="*))",
+        variable_start_string="(((", variable_end_string=")))",
+        comment_start_string="((#", comment_end_string="#))",
+        trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined,
+        autoescape=False, keep_trailing_newline=True,
+    )
+    env.filters["tex"] = latex_escape
+    env.filters["p"] = fmt_p
+    env.filters["knob"] = fmt_cell
+    env.filters["thousands"] = lambda n: f"{int(n):,}"
+    return env
+
+
+def render(template: str | Path, **context: Any) -> str:
+    """Render ``template`` (a path) with ``context``."""
+    template = Path(template)
+    return environment(template.parent).get_template(template.name).render(**context)
