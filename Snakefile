@@ -1,9 +1,8 @@
 """arbench: regenerate every table and figure from the declared config.
 
-    snakemake --cores 8 results/tables/factorial.tex               # paper scale
-    snakemake --cores 2 --config scale=demo                         # everything, reduced
+snakemake --cores 8 results/tables/factorial.tex               # paper scale
+snakemake --cores 2 --config scale=demo                         # everything, reduced
 """
-
 
 from snakemake.utils import min_version
 
@@ -23,6 +22,6 @@ include: "rules/figures.smk"
 
 
 rule all:
+    default_target: True
     input:
         all_targets(),
-    default_target: True

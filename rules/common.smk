@@ -1,15 +1,10 @@
 # Shared setup: resolve the config (schema + scale + semantic checks) before any
 # job is planned, and name every path the rules produce.
-import os
 import sys
 from pathlib import Path
 
-# the library lives in src/: importable here and in every job's script process
-SRC = str(Path(workflow.basedir) / "src")
-sys.path.insert(0, SRC)
-os.environ["PYTHONPATH"] = os.pathsep.join(
-    p for p in (SRC, os.environ.get("PYTHONPATH")) if p
-)
+# the library lives in src/ (job scripts find it through scripts/_arbench_path.py)
+sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from arbench import config as arbench_config  # noqa: E402
 

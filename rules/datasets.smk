@@ -9,15 +9,15 @@ rule eval_set:
         "results/logs/eval_set/{experiment}.log",
     benchmark:
         "results/benchmarks/eval_set/{experiment}.tsv"
-    params:
-        task=lambda wc: EXPERIMENTS[wc.experiment]["task"],
-        examples=lambda wc: EXPERIMENTS[wc.experiment]["eval"]["examples"],
+    conda:
+        "../envs/torch.yaml"
     threads: 1
     resources:
         mem_mb=1000,
         runtime=10,
-    conda:
-        "../envs/torch.yaml"
+    params:
+        task=lambda wc: EXPERIMENTS[wc.experiment]["task"],
+        examples=lambda wc: EXPERIMENTS[wc.experiment]["eval"]["examples"],
     script:
         "../scripts/make_eval_set.py"
 
@@ -31,15 +31,15 @@ rule oracle_validate:
         "results/logs/oracle/{experiment}.log",
     benchmark:
         "results/benchmarks/oracle/{experiment}.tsv"
-    params:
-        task=lambda wc: EXPERIMENTS[wc.experiment]["task"],
-        seeds=lambda wc: EXPERIMENTS[wc.experiment]["seeds"],
-        batch=lambda wc: EXPERIMENTS[wc.experiment]["train"]["batch"],
+    conda:
+        "../envs/torch.yaml"
     threads: 1
     resources:
         mem_mb=1000,
         runtime=10,
-    conda:
-        "../envs/torch.yaml"
+    params:
+        task=lambda wc: EXPERIMENTS[wc.experiment]["task"],
+        seeds=lambda wc: EXPERIMENTS[wc.experiment]["seeds"],
+        batch=lambda wc: EXPERIMENTS[wc.experiment]["train"]["batch"],
     script:
         "../scripts/oracle_validate.py"

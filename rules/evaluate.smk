@@ -12,13 +12,13 @@ rule evaluate:
         "results/logs/evaluate/{experiment}/{arm}/seed{seed}.log",
     benchmark:
         "results/benchmarks/evaluate/{experiment}/{arm}/seed{seed}.tsv"
-    params:
-        experiment=lambda wc: EXPERIMENTS[wc.experiment],
+    conda:
+        "../envs/torch.yaml"
     threads: THREADS
     resources:
         mem_mb=2000,
         runtime=10,
-    conda:
-        "../envs/torch.yaml"
+    params:
+        experiment=lambda wc: EXPERIMENTS[wc.experiment],
     script:
         "../scripts/evaluate.py"

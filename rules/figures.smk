@@ -19,11 +19,11 @@ rule figure:
         "results/logs/figures/{experiment}.log",
     benchmark:
         "results/benchmarks/figures/{experiment}.tsv"
+    conda:
+        "../envs/report.yaml"
     threads: 1
     resources:
         mem_mb=1000,
         runtime=5,
-    conda:
-        "../envs/report.yaml"
     script:
         "../scripts/figure.py"

@@ -11,15 +11,15 @@ rule stats:
         "results/logs/stats/{experiment}.log",
     benchmark:
         "results/benchmarks/stats/{experiment}.tsv"
-    params:
-        experiment=lambda wc: EXPERIMENTS[wc.experiment],
-        name=lambda wc: wc.experiment,
-        scale=SCALE,
+    conda:
+        "../envs/report.yaml"
     threads: 1
     resources:
         mem_mb=1000,
         runtime=10,
-    conda:
-        "../envs/report.yaml"
+    params:
+        experiment=lambda wc: EXPERIMENTS[wc.experiment],
+        name=lambda wc: wc.experiment,
+        scale=SCALE,
     script:
         "../scripts/stats.py"

@@ -15,11 +15,11 @@ rule table:
         "results/logs/tables/{experiment}.log",
     benchmark:
         "results/benchmarks/tables/{experiment}.tsv"
+    conda:
+        "../envs/report.yaml"
     threads: 1
     resources:
         mem_mb=500,
         runtime=5,
-    conda:
-        "../envs/report.yaml"
     script:
         "../scripts/table.py"

@@ -12,15 +12,15 @@ rule train:
         "results/logs/train/{experiment}/{arm}/seed{seed}.log",
     benchmark:
         "results/benchmarks/train/{experiment}/{arm}/seed{seed}.tsv"
-    params:
-        experiment=lambda wc: EXPERIMENTS[wc.experiment],
-        scale=SCALE,
+    conda:
+        "../envs/torch.yaml"
     threads: THREADS
     resources:
         mem_mb=2000,
         runtime=train_runtime,
         gpu=1 if SCALE == "paper" else 0,
-    conda:
-        "../envs/torch.yaml"
+    params:
+        experiment=lambda wc: EXPERIMENTS[wc.experiment],
+        scale=SCALE,
     script:
         "../scripts/train.py"

@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import _arbench_path  # noqa: F401  (puts src/ on sys.path)
 import numpy as np
 
 from arbench.config import model_config_dict

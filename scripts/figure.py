@@ -1,5 +1,7 @@
 """Snakemake glue: bar-and-dot figure of an experiment."""
 
+import _arbench_path  # noqa: F401  (puts src/ on sys.path)
+
 from arbench.glue import setup
 from arbench.io import read_json
 from arbench.report.figures import bars_with_seeds

@@ -2,6 +2,7 @@
 
 import io
 
+import _arbench_path  # noqa: F401  (puts src/ on sys.path)
 import numpy as np
 
 from arbench.glue import setup

@@ -1,5 +1,7 @@
 """Snakemake glue: per-experiment statistics from every run's evaluation."""
 
+import _arbench_path  # noqa: F401  (puts src/ on sys.path)
+
 from arbench.glue import setup
 from arbench.io import atomic_write_json, read_json
 from arbench.report.experiment import experiment_stats

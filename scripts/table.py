@@ -1,5 +1,7 @@
 """Snakemake glue: render an experiment's LaTeX table from its statistics."""
 
+import _arbench_path  # noqa: F401  (puts src/ on sys.path)
+
 from arbench.glue import setup
 from arbench.io import atomic_write_text, read_json
 from arbench.report.tables import render

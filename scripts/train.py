@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+import _arbench_path  # noqa: F401  (puts src/ on sys.path)
+
 from arbench.config import model_config_dict
 from arbench.glue import setup
 from arbench.models import ModelConfig
@@ -23,8 +25,6 @@ payload = train(
     threads=snakemake.threads,
     progress=log,
 )
-payload.update(
-    experiment=wc.experiment, arm=wc.arm, scale=snakemake.params.scale, task=exp["task"]
-)
+payload.update(experiment=wc.experiment, arm=wc.arm, scale=snakemake.params.scale, task=exp["task"])
 write_final(snakemake.output.final, payload)
 log(f"done in {payload['wall_time_s']:.1f}s: {payload['scores']}")

@@ -76,7 +76,6 @@ def semantic_checks(cfg: dict[str, Any]) -> None:
     from arbench.cells import CELLS
     from arbench.tasks import make_task
 
-
     for name, exp in cfg["experiments"].items():
         where = f"experiments.{name}"
         try:

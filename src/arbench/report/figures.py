@@ -35,8 +35,7 @@ def bars_with_seeds(stats: dict[str, Any], outputs: list[str | Path]) -> None:
     ax.set_ylabel("held-out accuracy")
     n = max(v["n"] for v in stats["arms"].values())
     ax.set_title(
-        f"{stats['title']}\nscale={stats['scale']}, K={stats['task'].get('pairs')}, "
-        f"n≤{n} seeds",
+        f"{stats['title']}\nscale={stats['scale']}, K={stats['task'].get('pairs')}, n≤{n} seeds",
         fontsize=8,
     )
     ax.legend(fontsize=6, loc="upper right")

@@ -9,8 +9,18 @@ import jinja2
 
 TEMPLATES = Path(__file__).parent / "templates"
 
-_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
-            "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\^{}"}
+_ESCAPES = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\^{}",
+}
 
 
 def latex_escape(value: Any) -> str:
@@ -33,11 +43,17 @@ def fmt_p(p: float) -> str:
 def environment(directory: str | Path = TEMPLATES) -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(directory)),
-        block_start_string="((*", block_end_string="*))",
-        variable_start_string="(((", variable_end_string=")))",
-        comment_start_string="((#", comment_end_string="#))",
-        trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined,
-        autoescape=False, keep_trailing_newline=True,
+        block_start_string="((*",
+        block_end_string="*))",
+        variable_start_string="(((",
+        variable_end_string=")))",
+        comment_start_string="((#",
+        comment_end_string="#))",
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
     )
     env.filters["tex"] = latex_escape
     env.filters["p"] = fmt_p

@@ -124,7 +124,9 @@ def train(
     model.train()
     with metrics_path.open("a") as metrics:
         for step in range(start, cfg.steps):
-            lr = lr_at(step, lr=cfg.lr, warmup=cfg.warmup, total=cfg.steps, min_ratio=cfg.min_lr_ratio)
+            lr = lr_at(
+                step, lr=cfg.lr, warmup=cfg.warmup, total=cfg.steps, min_ratio=cfg.min_lr_ratio
+            )
             for g in opt.param_groups:
                 g["lr"] = lr
             tokens, targets = task.train_batch(seed, step, cfg.batch)
