@@ -1,0 +1,84 @@
+"""Additive (undecayed) linear attention: the simplest fixed-state associative memory.
+
+S_t = S_{t-1} + k_t v_t^T, o_t = S_t^T q_t per head, with S of shape (d_k, d_v). Feature map:
+q and k are L2-normalised per head (so q . k_s is a cosine similarity and S grows by unit-norm
+keys); optionally a causal depthwise short convolution + SiLU is applied to the projected q, k, v
+first. The per-head output is RMS-normalised (learned gain) before the output projection,
+because the unforgetting sum grows with sequence length.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from arbench.cells.base import Form, SequenceMixer, State, register
+from arbench.cells.scalar_decay import scalar_decay_chunked, scalar_decay_recurrent
+from arbench.cells.short_conv import ShortConv
+
+
+@register("additive")
+class AdditiveCell(SequenceMixer):
+    """Multi-head additive linear attention with L2-normalised q, k and per-head output RMSNorm."""
+
+    def __init__(
+        self,
+        d_model: int,
+        heads: int = 1,
+        d_k: int | None = None,
+        d_v: int | None = None,
+        conv: bool = False,
+        conv_kernel: int = 4,
+        chunk_size: int = 64,
+    ) -> None:
+        super().__init__()
+        if d_model % heads and (d_k is None or d_v is None):
+            raise ValueError(f"d_model={d_model} not divisible by heads={heads}")
+        self.d_model = d_model
+        self.heads = heads
+        self.d_k = d_k if d_k is not None else d_model // heads
+        self.d_v = d_v if d_v is not None else d_model // heads
+        self.use_conv = conv
+        self.chunk_size = chunk_size
+        hk, hv = heads * self.d_k, heads * self.d_v
+        self.q_proj = nn.Linear(d_model, hk, bias=False)
+        self.k_proj = nn.Linear(d_model, hk, bias=False)
+        self.v_proj = nn.Linear(d_model, hv, bias=False)
+        if conv:
+            self.conv = ShortConv(2 * hk + hv, conv_kernel)
+        self.out_norm = nn.RMSNorm(self.d_v, eps=1e-6)
+        self.out_proj = nn.Linear(hv, d_model, bias=False)
+
+    def state_size(self) -> int:
+        """H * d_k * d_v: the matrix memory only (conv tail and parameters excluded)."""
+        return self.heads * self.d_k * self.d_v
+
+    def _heads(self, x: torch.Tensor, d: int) -> torch.Tensor:
+        b, t, _ = x.shape
+        return x.reshape(b, t, self.heads, d).transpose(1, 2)
+
+    def forward(
+        self, x: torch.Tensor, state: State | None = None, form: Form = "chunked"
+    ) -> tuple[torch.Tensor, State]:
+        """Map (B,T,d_model) to (B,T,d_model), carrying dict(S=(B,H,dk,dv), conv=tail|None)."""
+        if form not in ("chunked", "recurrent"):
+            raise ValueError(f"unknown form {form!r}")
+        s0 = None if state is None else state["S"]
+        tail = None if state is None else state["conv"]
+        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        new_tail = None
+        if self.use_conv:
+            qkv, new_tail = self.conv(torch.cat([q, k, v], dim=-1), tail)
+            hk = self.heads * self.d_k
+            q, k, v = F.silu(qkv).split([hk, hk, self.heads * self.d_v], dim=-1)
+        q = F.normalize(self._heads(q, self.d_k), dim=-1)
+        k = F.normalize(self._heads(k, self.d_k), dim=-1)
+        v = self._heads(v, self.d_v)
+        if form == "chunked":
+            o, s = scalar_decay_chunked(q, k, v, None, s0, self.chunk_size)
+        else:
+            o, s = scalar_decay_recurrent(q, k, v, None, s0)
+        b, t, _ = x.shape
+        o = self.out_norm(o.transpose(1, 2)).reshape(b, t, self.heads * self.d_v)
+        return self.out_proj(o), {"S": s, "conv": new_tail}

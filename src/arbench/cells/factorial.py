@@ -1,0 +1,144 @@
+"""The factorial's cell: delta-rule vs diagonal transition, x short conv, x scalar decay.
+
+All arms share one state shape (H, d_k, d_v), so state size is matched by construction; only
+the transition (rank-1 vs diagonal), the short convolution and the decay gate are toggled.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from arbench.cells.base import Form, SequenceMixer, State, register
+from arbench.cells.delta_rule import delta_rule_chunked, delta_rule_recurrent
+from arbench.cells.diagonal import diagonal_chunked, diagonal_recurrent
+from arbench.cells.short_conv import ShortConv
+
+DECAY_BIAS_INIT = 3.0  # log alpha = logsigmoid(.. + 3) starts near -0.05: slow forgetting
+# The diagonal kernel's pairwise (C, C, d_k) decay tensor favours much smaller chunks.
+DEFAULT_CHUNK = {"delta": 32, "diagonal": 8}
+
+
+class FactorialCell(SequenceMixer):
+    """Gated delta-rule family cell; `transition` picks the rank-1 or diagonal state update."""
+
+    transition: ClassVar[str] = "delta"
+
+    def __init__(
+        self,
+        d_model: int,
+        heads: int = 1,
+        d_k: int | None = None,
+        d_v: int | None = None,
+        conv: bool = False,
+        conv_kernel: int = 4,
+        decay: bool | str = False,
+        chunk_size: int | None = None,
+    ) -> None:
+        super().__init__()
+        if decay not in (False, True, "constant"):
+            raise ValueError(f"decay must be false, true or 'constant', got {decay!r}")
+        if d_model % heads and (d_k is None or d_v is None):
+            raise ValueError(f"d_model={d_model} not divisible by heads={heads}")
+        self.d_model = d_model
+        self.heads = heads
+        self.d_k = d_k if d_k is not None else d_model // heads
+        self.d_v = d_v if d_v is not None else d_model // heads
+        self.use_conv = conv
+        self.use_decay = decay
+        if chunk_size is None:  # tuned per transition (1 CPU thread, T=1024, d_k=d_v=32)
+            chunk_size = DEFAULT_CHUNK[self.transition]
+        self.chunk_size = chunk_size
+        hk, hv = heads * self.d_k, heads * self.d_v
+        self.q_proj = nn.Linear(d_model, hk, bias=False)
+        self.k_proj = nn.Linear(d_model, hk, bias=False)
+        self.v_proj = nn.Linear(d_model, hv, bias=False)
+        if conv:
+            self.q_conv = ShortConv(hk, conv_kernel)
+            self.k_conv = ShortConv(hk, conv_kernel)
+            self.v_conv = ShortConv(hv, conv_kernel)
+        self.beta_proj = nn.Linear(d_model, heads)
+        if decay == "constant":
+            # one learned, input-independent decay per head; initial values spread from
+            # fast forgetting to near-retention so heads can specialise
+            init = torch.linspace(2.0, 7.0, heads) if heads > 1 else torch.tensor([3.0])
+            self.decay_logit = nn.Parameter(init)
+        elif decay:
+            self.decay_proj = nn.Linear(d_model, heads)
+            nn.init.constant_(self.decay_proj.bias, DECAY_BIAS_INIT)
+        self.out_proj = nn.Linear(hv, d_model, bias=False)
+
+    def state_size(self) -> int:
+        """H * d_k * d_v: the matrix memory only (conv tails and parameters excluded)."""
+        return self.heads * self.d_k * self.d_v
+
+    def _heads(self, x: torch.Tensor, d: int) -> torch.Tensor:
+        b, t, _ = x.shape
+        return x.reshape(b, t, self.heads, d).transpose(1, 2)
+
+    def forward(
+        self, x: torch.Tensor, state: State | None = None, form: Form = "chunked"
+    ) -> tuple[torch.Tensor, State]:
+        """Map (B,T,d_model) to (B,T,d_model), carrying dict(S=(B,H,dk,dv), conv=tails|None)."""
+        if form not in ("chunked", "recurrent"):
+            raise ValueError(f"unknown form {form!r}")
+        s0 = None if state is None else state["S"]
+        tails = None if state is None else state.get("conv")
+        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        new_tails = None
+        if self.use_conv:
+            tq, tk, tv = tails if tails is not None else (None, None, None)
+            q, tq = self.q_conv(q, tq)
+            k, tk = self.k_conv(k, tk)
+            v, tv = self.v_conv(v, tv)
+            new_tails = (tq, tk, tv)
+        q = F.normalize(self._heads(q, self.d_k), dim=-1)
+        k = F.normalize(self._heads(k, self.d_k), dim=-1)
+        v = self._heads(v, self.d_v)
+        beta = torch.sigmoid(self.beta_proj(x)).transpose(1, 2)
+        log_alpha = None
+        if self.use_decay == "constant":
+            b, t, _ = x.shape
+            log_alpha = F.logsigmoid(self.decay_logit)[None, :, None].expand(b, -1, t)
+        elif self.use_decay:
+            log_alpha = F.logsigmoid(self.decay_proj(x)).transpose(1, 2)
+        if self.transition == "delta":
+            if form == "chunked":
+                o, s = delta_rule_chunked(q, k, v, beta, log_alpha, s0, self.chunk_size)
+            else:
+                o, s = delta_rule_recurrent(q, k, v, beta, log_alpha, s0)
+        else:
+            if form == "chunked":
+                o, s = diagonal_chunked(q, k, v, beta, log_alpha, s0, self.chunk_size)
+            else:
+                o, s = diagonal_recurrent(q, k, v, beta, log_alpha, s0)
+        b, t, _ = x.shape
+        y = self.out_proj(o.transpose(1, 2).reshape(b, t, self.heads * self.d_v))
+        return y, {"S": s, "conv": new_tails}
+
+
+@register("delta_rule")
+class DeltaRuleCell(FactorialCell):
+    """Rank-1 transition S <- a (I - b k k^T) S + b k v^T."""
+
+    transition: ClassVar[str] = "delta"
+
+
+@register("diagonal")
+class DiagonalCell(FactorialCell):
+    """Diagonal ablation S <- a (I - b Diag(k * k)) S + b k v^T (same state, same gates)."""
+
+    transition: ClassVar[str] = "diagonal"
+
+
+@register("gated_deltanet")
+class GatedDeltaNetCell(DeltaRuleCell):
+    """Delta-rule preset with decay and short convolution on by default."""
+
+    def __init__(self, d_model: int, **options: Any) -> None:
+        options.setdefault("decay", True)
+        options.setdefault("conv", True)
+        super().__init__(d_model, **options)

@@ -1,0 +1,106 @@
+"""A pure-torch Mamba-2 (SSD) mixer: the scalar-decay selective SSM baseline.
+
+Per token: in-projection to (z, x, B, C, dt); a causal depthwise short conv (with bias) + SiLU
+over (x, B, C); per head h, with A_h = -exp(A_log_h) and dt = softplus(dt_raw + dt_bias):
+    S_t = exp(dt_t A_h) S_{t-1} + B_t (dt_t x_t)^T,   y_t = S_t^T C_t + D_h x_t,
+i.e. scalar-decay linear attention with q = C, k = B (one group, shared by all heads),
+v = dt x. Then y is gated by SiLU(z), RMS-normalised (gate before norm, as in Mamba-2) and
+out-projected. State per layer: heads * d_state * head_dim. conv_kernel=1 neutralises the
+short conv (it becomes a per-channel scale plus the conv bias).
+
+State-matched setting (`STATE_MATCHED_1024`): heads=4, d_state=16, head_dim=16 (expand 2) at
+d_model=32 gives exactly 1,024 state elements and 7,852 parameters (conv_kernel=4).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from arbench.cells.base import Form, SequenceMixer, State, register
+from arbench.cells.scalar_decay import scalar_decay_chunked, scalar_decay_recurrent
+from arbench.cells.short_conv import ShortConv
+
+DT_MIN, DT_MAX, DT_FLOOR = 1e-3, 1e-1, 1e-4  # standard Mamba dt initialisation range
+A_INIT_RANGE = (1.0, 16.0)  # A = -U(1, 16) per head, as in Mamba-2
+
+STATE_MATCHED_1024: dict[str, int] = {"heads": 4, "d_state": 16, "head_dim": 16}
+
+
+def mamba2_state_matched(d_model: int = 32, **overrides: Any) -> Mamba2Cell:
+    """Mamba-2 with exactly 1,024 state elements (4 heads x 16 state x 16 head_dim)."""
+    return Mamba2Cell(d_model, **{**STATE_MATCHED_1024, **overrides})
+
+
+@register("mamba2")
+class Mamba2Cell(SequenceMixer):
+    """Mamba-2 (SSD) mixer; head_dim defaults to expand * d_model / heads."""
+
+    def __init__(
+        self,
+        d_model: int,
+        heads: int = 4,
+        d_state: int = 16,
+        head_dim: int | None = None,
+        expand: int = 2,
+        conv_kernel: int = 4,
+        chunk_size: int = 64,
+    ) -> None:
+        super().__init__()
+        if head_dim is None:
+            if (expand * d_model) % heads:
+                raise ValueError(f"expand*d_model={expand * d_model} not divisible by {heads}")
+            head_dim = expand * d_model // heads
+        self.d_model = d_model
+        self.heads = heads
+        self.d_state = d_state
+        self.head_dim = head_dim
+        self.d_inner = heads * head_dim
+        self.chunk_size = chunk_size
+        conv_ch = self.d_inner + 2 * d_state
+        self.in_proj = nn.Linear(d_model, self.d_inner + conv_ch + heads, bias=False)
+        self.conv = ShortConv(conv_ch, conv_kernel)
+        self.conv_bias = nn.Parameter(torch.zeros(conv_ch))
+        a = torch.empty(heads).uniform_(*A_INIT_RANGE)
+        self.A_log = nn.Parameter(a.log())
+        dt = torch.empty(heads).uniform_(math.log(DT_MIN), math.log(DT_MAX)).exp()
+        dt = dt.clamp_min(DT_FLOOR)
+        self.dt_bias = nn.Parameter(dt + torch.log(-torch.expm1(-dt)))  # softplus^{-1}(dt)
+        self.D = nn.Parameter(torch.ones(heads))
+        self.norm = nn.RMSNorm(self.d_inner, eps=1e-5)
+        self.out_proj = nn.Linear(self.d_inner, d_model, bias=False)
+
+    def state_size(self) -> int:
+        """heads * d_state * head_dim: the SSM state only (conv tail and parameters excluded)."""
+        return self.heads * self.d_state * self.head_dim
+
+    def forward(
+        self, x: torch.Tensor, state: State | None = None, form: Form = "chunked"
+    ) -> tuple[torch.Tensor, State]:
+        """Map (B,T,d_model) to (B,T,d_model), carrying dict(S=(B,H,N,P), conv=(B,K-1,C))."""
+        if form not in ("chunked", "recurrent"):
+            raise ValueError(f"unknown form {form!r}")
+        s0 = None if state is None else state["S"]
+        tail = None if state is None else state["conv"]
+        b, t, _ = x.shape
+        h, p, n = self.heads, self.head_dim, self.d_state
+        z, xbc, dt_raw = self.in_proj(x).split([self.d_inner, self.d_inner + 2 * n, h], dim=-1)
+        xbc, new_tail = self.conv(xbc, tail)
+        xs, bmat, cmat = F.silu(xbc + self.conv_bias).split([self.d_inner, n, n], dim=-1)
+        dt = F.softplus(dt_raw + self.dt_bias).transpose(1, 2)  # (B,H,T)
+        log_decay = dt * -self.A_log.exp()[:, None]  # dt * A, A < 0
+        xs = xs.reshape(b, t, h, p).transpose(1, 2)  # (B,H,T,P)
+        v = xs * dt[..., None]
+        q, k = cmat[:, None], bmat[:, None]  # (B,1,T,N): one group shared by all heads
+        if form == "chunked":
+            y, s = scalar_decay_chunked(q, k, v, log_decay, s0, self.chunk_size)
+        else:
+            y, s = scalar_decay_recurrent(q, k, v, log_decay, s0)
+        y = y + self.D[:, None, None] * xs
+        y = y.transpose(1, 2).reshape(b, t, self.d_inner)
+        y = self.norm(y * F.silu(z))
+        return self.out_proj(y), {"S": s, "conv": new_tail}
