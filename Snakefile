@@ -19,6 +19,7 @@ include: "rules/evaluate.smk"
 include: "rules/stats.smk"
 include: "rules/tables.smk"
 include: "rules/figures.smk"
+include: "rules/passkey_swar.smk"
 
 
 rule all:

@@ -54,6 +54,33 @@ def all_targets():
     return out
 
 
+def task_name(experiment):
+    return EXPERIMENTS[experiment]["task"]["name"]
+
+
+def oracle_report(wildcards):
+    """The validation report that must exist before an experiment's runs may train."""
+    if task_name(wildcards.experiment) == "passkey_swar":
+        return "results/datasets/passkey_swar/oracle_report.json"
+    return f"results/datasets/{wildcards.experiment}/oracle.json"
+
+
+def eval_data(wildcards):
+    """What evaluation reads besides the model: the held-out set, or the validated release."""
+    if task_name(wildcards.experiment) == "passkey_swar":
+        return "results/datasets/passkey_swar/oracle_report.json"
+    return f"results/datasets/{wildcards.experiment}/eval.npz"
+
+
+def table_template(wildcards):
+    name = (
+        "sweep_table"
+        if task_name(wildcards.experiment) == "passkey_swar"
+        else "experiment_table"
+    )
+    return f"src/arbench/report/templates/{name}.tex.j2"
+
+
 def train_runtime(wildcards):
     """Minutes to ask a scheduler for: generous for the CPU, far more than a GPU needs."""
     steps = EXPERIMENTS[wildcards.experiment]["train"]["steps"]

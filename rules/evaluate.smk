@@ -5,7 +5,7 @@ rule evaluate:
     input:
         model="results/runs/{experiment}/{arm}/seed{seed}/model.pt",
         final="results/runs/{experiment}/{arm}/seed{seed}/final.json",
-        data="results/datasets/{experiment}/eval.npz",
+        data=eval_data,
     output:
         "results/evals/{experiment}/{arm}/seed{seed}.json",
     log:

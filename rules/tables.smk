@@ -4,7 +4,7 @@
 rule table:
     input:
         stats="results/stats/{experiment}.json",
-        template="src/arbench/report/templates/experiment_table.tex.j2",
+        template=table_template,
     output:
         report(
             "results/tables/{experiment}.tex",

@@ -3,7 +3,7 @@
 
 rule train:
     input:
-        oracle="results/datasets/{experiment}/oracle.json",
+        oracle=oracle_report,
     output:
         final="results/runs/{experiment}/{arm}/seed{seed}/final.json",
         model="results/runs/{experiment}/{arm}/seed{seed}/model.pt",

@@ -1,12 +1,10 @@
-"""Snakemake glue: held-out accuracy of one trained run."""
+"""Snakemake glue: evaluate one trained run with its task's evaluator."""
 
 from pathlib import Path
 
 import _arbench_path  # noqa: F401  (puts src/ on sys.path)
-import numpy as np
 
-from arbench.config import model_config_dict
-from arbench.evaluate.recall import accuracy
+from arbench.config import eval_options, model_config_dict
 from arbench.glue import setup
 from arbench.io import atomic_write_json, read_json
 from arbench.models import ModelConfig
@@ -20,8 +18,7 @@ model = load_trained(
     Path(snakemake.input.model).parent,
     ModelConfig(**model_config_dict(exp, wc.arm, task.vocab_size)),
 )
-data = np.load(snakemake.input.data)
-scores = accuracy(model, data["tokens"], data["targets"])
+scores = task.evaluate(model, data=snakemake.input.data, **eval_options(exp, wc.arm))
 final = read_json(snakemake.input.final)
 out = {
     "experiment": wc.experiment,

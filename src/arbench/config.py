@@ -124,10 +124,15 @@ def load(path: str | Path = ROOT / "config.yaml", **overrides: Any) -> dict[str,
     return resolve(raw)
 
 
+def eval_options(exp: dict[str, Any], arm: str) -> dict[str, Any]:
+    """An arm's evaluation options: its keys prefixed `eval_`, prefix removed."""
+    return {k[5:]: v for k, v in exp["arms"][arm].items() if k.startswith("eval_")}
+
+
 def model_config_dict(exp: dict[str, Any], arm: str, vocab_size: int) -> dict[str, Any]:
     """The ModelConfig fields of one arm: backbone from the experiment, knobs from the arm."""
     m = exp["model"]
-    spec = dict(exp["arms"][arm])
+    spec = {k: v for k, v in exp["arms"][arm].items() if not k.startswith("eval_")}
     cell = spec.pop("cell")
     options = {**m.get("cell_options", {}), **spec}
     return {

@@ -55,6 +55,7 @@ def experiment_stats(
                 "lock_in": compare_lock_in(a, b, threshold),
             }
         )
+    sweep = _sweep(exp, evals) if any("per_config" in e["scores"] for e in evals) else None
     params = [v["n_parameters"] for v in arms.values()]
     states = sorted({v["state_size_per_layer"] for v in arms.values()})
     return {
@@ -71,4 +72,42 @@ def experiment_stats(
         "floors": make_task(exp["task"]).floors(),
         "arms": arms,
         "contrasts": contrasts,
+        **({"sweep": sweep} if sweep else {}),
+    }
+
+
+def _sweep(exp: dict[str, Any], evals: list[dict[str, Any]]) -> dict[str, Any]:
+    """Mean and sd over seeds of each arm's accuracy per eval config and answer type."""
+    configs: list[str] = []
+    types: list[str] = []
+    cells: dict[str, dict[str, dict[str, list[float]]]] = {}
+    for ev in evals:
+        for config, row in ev["scores"]["per_config"].items():
+            if config not in configs:
+                configs.append(config)
+            for key, value in row.items():
+                if key in ("examples", "seconds") or key.endswith("_n") or value is None:
+                    continue
+                if key not in types:
+                    types.append(key)
+                arm = cells.setdefault(ev["arm"], {}).setdefault(config, {})
+                arm.setdefault(key, []).append(float(value))
+    configs.sort(key=lambda c: int(c.lstrip("n")))
+    order = ["ar_valid", "ar_expired_never", "ar_expired_stale", "passkey", "all"]
+    types.sort(key=lambda t: (order.index(t) if t in order else len(order), t))
+    table = {
+        arm: {
+            config: {
+                t: {"mean": float(np.mean(v)), "sd": float(np.std(v)), "n": len(v)}
+                for t, v in by_type.items()
+            }
+            for config, by_type in by_config.items()
+        }
+        for arm, by_config in cells.items()
+    }
+    return {
+        "configs": configs,
+        "types": types,
+        "arms": [a for a in exp["arms"] if a in table],
+        "table": table,
     }

@@ -40,6 +40,38 @@ def bars_with_seeds(stats: dict[str, Any], outputs: list[str | Path]) -> None:
     )
     ax.legend(fontsize=6, loc="upper right")
     fig.tight_layout()
+    _save(fig, outputs)
+
+
+def sweep_by_type(stats: dict[str, Any], outputs: list[str | Path]) -> None:
+    """Accuracy vs eval length, one panel per answer type, one line per arm."""
+    sweep = stats["sweep"]
+    types = sweep["types"]
+    fig, axes = plt.subplots(1, len(types), figsize=(2.6 * len(types), 2.8), sharey=True)
+    for ax, t in zip(np.atleast_1d(axes), types, strict=True):
+        for arm in sweep["arms"]:
+            pts = [
+                (int(c.lstrip("n")), sweep["table"][arm][c][t]["mean"])
+                for c in sweep["configs"]
+                if c in sweep["table"][arm] and t in sweep["table"][arm][c]
+            ]
+            if pts:
+                xs, ys = zip(*pts, strict=True)
+                ax.plot(xs, ys, marker="o", markersize=3, label=arm)
+        ax.set_xscale("log", base=2)
+        ax.set_title(t, fontsize=8)
+        ax.set_xlabel("writes N", fontsize=7)
+        ax.set_ylim(-0.02, 1.02)
+        ax.tick_params(labelsize=6)
+    np.atleast_1d(axes)[0].set_ylabel("accuracy")
+    np.atleast_1d(axes)[-1].legend(fontsize=6)
+    fig.suptitle(f"{stats['title']} (scale={stats['scale']})", fontsize=8)
+    fig.tight_layout()
+    _save(fig, outputs)
+
+
+def _save(fig: Any, outputs: list[str | Path]) -> None:
+    """Save to every path through a temp file, then close the figure."""
     for path in outputs:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(path).with_name(f".{Path(path).stem}.tmp{Path(path).suffix}")

@@ -35,10 +35,26 @@ class MQARTask:
     def floors(self) -> dict[str, float]:
         return mqar.floors(self.cfg)
 
+    def evaluate(self, model: Any, data: str, **_: Any) -> dict[str, Any]:
+        """Held-out accuracy on the stored evaluation set at ``data`` (.npz)."""
+        from arbench.evaluate.recall import accuracy
 
-def make_task(task: dict[str, Any]) -> MQARTask:
+        arrays = np.load(data)
+        return accuracy(model, arrays["tokens"], arrays["targets"])
+
+
+TASKS = ("mqar", "passkey_swar")
+
+
+def make_task(task: dict[str, Any]) -> Any:
     """Build the task named by ``task["name"]`` from its config block."""
     name = task.get("name")
     if name == "mqar":
         return MQARTask(mqar.MQARConfig.from_dict(task))
-    raise KeyError(f"unknown task {name!r}; known: ['mqar']")
+    if name == "passkey_swar":
+        from arbench.tasks.passkey_swar import Params
+        from arbench.tasks.passkey_swar_study import PasskeySwarTask
+
+        opts = {k: v for k, v in task.items() if k not in ("name", "params")}
+        return PasskeySwarTask(**opts, params=Params.from_dict(task.get("params", {})))
+    raise KeyError(f"unknown task {name!r}; known: {list(TASKS)}")

@@ -1,0 +1,148 @@
+"""Training and evaluation adapter for the passkey_swar study.
+
+Reads the released parquet layout (``data/n{N}/{split}-*.parquet``), turns the
+card's HF labels (``labels[t]`` = token at t) into this project's targets
+(``targets[t]`` = what the model must emit at t, i.e. ``labels[t + 1]``) and
+reports accuracy per answer type, with expired queries split into keys that were
+never written and stale keys (written, then idle past 2w writes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+import torch
+
+from arbench.tasks.passkey_swar import Params, vocab
+
+IGNORE = -100
+TYPES = ("ar_valid", "ar_expired_never", "ar_expired_stale", "passkey")
+
+
+@dataclass
+class Split:
+    """One config/split as padded arrays: tokens (n, L) int64 padded with PAD, targets."""
+
+    tokens: np.ndarray
+    targets: np.ndarray
+    lengths: np.ndarray
+
+
+def _padded(column: Any, pad: int) -> tuple[np.ndarray, np.ndarray]:
+    """A list<int16> Arrow column as a right-padded (n, max_len) int64 array and lengths."""
+    col = column.combine_chunks()
+    offsets = col.offsets.to_numpy()
+    values = col.values.to_numpy().astype(np.int64)
+    lengths = np.diff(offsets)
+    out = np.full((len(lengths), int(lengths.max())), pad, dtype=np.int64)
+    idx = np.arange(len(values)) - np.repeat(offsets[:-1], lengths)
+    out[np.repeat(np.arange(len(lengths)), lengths), idx] = values
+    return out, lengths
+
+
+@cache
+def load_split(data_dir: str, N: int, split: str) -> Split:
+    """Load (and cache) one config/split of the released dataset."""
+    files = sorted((Path(data_dir) / "data" / f"n{N}").glob(f"{split}-*.parquet"))
+    if not files:
+        raise FileNotFoundError(f"no {split} shards for n{N} under {data_dir}/data")
+    table = pq.read_table(files, columns=["input_ids", "labels"])
+    pad = vocab()["PAD"]
+    tokens, lengths = _padded(table.column("input_ids"), pad)
+    labels, _ = _padded(table.column("labels"), IGNORE)
+    targets = np.full_like(labels, IGNORE)
+    targets[:, :-1] = labels[:, 1:]
+    return Split(tokens=tokens, targets=targets, lengths=lengths)
+
+
+def answer_types(tokens: np.ndarray, targets: np.ndarray, w: int) -> np.ndarray:
+    """Per-position answer type code (index into TYPES, -1 unsupervised) from tokens alone.
+
+    A supervised position t holds the query key (``Q k a`` with k at t) or the token
+    before a passkey answer. Queries whose answer is NULL are split by whether their key
+    was ever written earlier in the sequence.
+    """
+    v = vocab()
+    out = np.full(targets.shape, -1, dtype=np.int8)
+    sup = targets != IGNORE
+    is_query_key = np.zeros_like(sup)
+    is_query_key[:, 1:] = tokens[:, :-1] == v["Q"]
+    is_query_key &= sup
+    out[sup & ~is_query_key] = TYPES.index("passkey")
+    valid = is_query_key & (targets != v["NULL"])
+    out[valid] = TYPES.index("ar_valid")
+    expired = is_query_key & (targets == v["NULL"])
+    # a key was written before position t iff some earlier "W key" pair names it
+    is_write_key = np.zeros_like(sup)
+    is_write_key[:, 1:] = tokens[:, :-1] == v["W"]
+    for r, t in zip(*np.nonzero(expired), strict=True):
+        key = tokens[r, t]
+        written = bool(np.any(is_write_key[r, :t] & (tokens[r, :t] == key)))
+        out[r, t] = TYPES.index("ar_expired_stale" if written else "ar_expired_never")
+    return out
+
+
+@dataclass
+class PasskeySwarTask:
+    """Batches from the released train configs; evaluation over every validation config."""
+
+    data: str
+    train_configs: list[int]
+    eval_configs: list[int]
+    eval_split: str = "validation"
+    eval_examples: int = 0  # 0 = every example of the split
+    piece: int = 4096
+    params: Params = field(default_factory=Params)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.params.vocab_size
+
+    def train_batch(self, seed: int, step: int, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """A batch from one train config, both drawn from (seed, step) alone."""
+        rng = np.random.default_rng(np.random.SeedSequence([0, seed, step]))
+        N = self.train_configs[int(rng.integers(len(self.train_configs)))]
+        split = load_split(self.data, N, "train")
+        rows = rng.integers(0, len(split.tokens), size=batch)
+        width = int(split.lengths[rows].max())
+        return (
+            torch.from_numpy(split.tokens[rows, :width]),
+            torch.from_numpy(split.targets[rows, :width]),
+        )
+
+    def floors(self) -> dict[str, float]:
+        """Chance levels from the params: uniform answers, and always answering NULL."""
+        return {
+            "value_marginal": 1.0 / (self.params.n_values + 1),
+            "always_null": 1.0 - self.params.valid_frac,
+            "passkey_token": 1.0 / self.params.n_values,
+        }
+
+    def evaluate(self, model: Any, max_writes: int | None = None, **_: Any) -> dict[str, Any]:
+        """Streaming accuracy per eval config and answer type (configs above max_writes skipped)."""
+        from arbench.evaluate.streaming import stream_predictions
+
+        per_config: dict[str, dict[str, Any]] = {}
+        for N in self.eval_configs:
+            if max_writes is not None and N > max_writes:
+                continue
+            split = load_split(self.data, N, self.eval_split)
+            n = len(split.tokens) if not self.eval_examples else self.eval_examples
+            tokens, targets = split.tokens[:n], split.targets[:n]
+            hits, seconds = stream_predictions(model, tokens, targets, self.piece)
+            kinds = answer_types(tokens, targets, self.params.w)
+            row: dict[str, Any] = {"examples": int(n), "seconds": seconds}
+            for i, name in enumerate(TYPES):
+                sel = kinds == i
+                row[name] = float(hits[sel].mean()) if sel.any() else None
+                row[f"{name}_n"] = int(sel.sum())
+            row["all"] = float(hits[kinds >= 0].mean())
+            per_config[f"n{N}"] = row
+        overall = [r["all"] for r in per_config.values()]
+        accuracy = float(np.mean(overall)) if overall else None
+        return {"accuracy": accuracy, "per_config": per_config}
