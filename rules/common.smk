@@ -19,7 +19,7 @@ THREADS = CFG["threads_per_run"]
 
 
 wildcard_constraints:
-    experiment="[a-z0-9_]+",
+    experiment="|".join(EXPERIMENTS),
     arm="[a-z0-9_]+",
     seed=r"\d+",
 
@@ -44,7 +44,7 @@ def eval_paths(experiment):
 
 
 def all_targets():
-    out = []
+    out = ["results/tables/cells.tex"]
     for name in EXPERIMENTS:
         out += [
             f"results/tables/{name}.tex",

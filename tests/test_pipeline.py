@@ -84,6 +84,25 @@ def test_smoke_pipeline_builds_table_and_figure(smoke_run: Path) -> None:
     assert final["threads"] == 1 and final["versions"]["torch"].startswith("2.13")
 
 
+def test_smoke_pipeline_builds_the_other_artifacts(smoke_run: Path) -> None:
+    cells = (smoke_run / "results/tables/cells.tex").read_text()
+    assert "\\texttt{delta\\_rule}" in cells and "\\texttt{mamba2}" in cells
+    sweep = json.loads((smoke_run / "results/stats/passkey_swar.json").read_text())
+    assert set(sweep["sweep"]["arms"]) == {
+        "single_scalar_decay",
+        "multihead_decay",
+        "gated_deltanet",
+        "attention_2layer",
+    }
+    assert "ar_expired_stale" in sweep["sweep"]["types"]
+    report = json.loads(
+        (smoke_run / "results/datasets/passkey_swar/oracle_report.json").read_text()
+    )
+    assert report["failed_examples"] == 0
+    assert (smoke_run / "results/tables/passkey_swar.tex").stat().st_size > 500
+    assert (smoke_run / "results/figures/passkey_swar.png").stat().st_size > 1000
+
+
 def test_lints_are_clean() -> None:
     lint = _sm("--lint")
     assert "lints for" not in (lint.stdout + lint.stderr).lower(), lint.stdout[-3000:]

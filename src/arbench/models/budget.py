@@ -1,0 +1,120 @@
+"""Build a model from a cell name and a state/parameter budget.
+
+For each cell the shape knobs it accepts (found from its constructor) are
+enumerated; every combination whose per-layer recurrent state equals the state
+budget is a candidate, and the one whose whole-model parameter count is closest
+to the parameter budget (or smallest, without one) wins. Attention has no fixed
+state, so only its parameters are matched.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from arbench.cells import CELLS, build_cell, count_parameters
+from arbench.models.lm import LanguageModel, ModelConfig, build_model
+
+HEADS = (1, 2, 4, 8)
+D_STATE = (8, 16, 32, 64)
+
+
+@dataclass
+class Budgeted:
+    """The chosen options and what they cost."""
+
+    cell: str
+    options: dict[str, Any]
+    state_per_layer: int
+    mixer_parameters: int
+    model_parameters: int
+
+
+def _shape_candidates(cell: str, d_model: int, state: int) -> Iterator[dict[str, Any]]:
+    """Option dicts for ``cell`` that might give ``state`` elements per layer."""
+    params: dict[str, Any] = {}
+    for klass in CELLS[cell].__mro__:  # presets forward **options to a parent's knobs
+        if "__init__" in vars(klass):
+            params.update(inspect.signature(klass.__init__).parameters)
+    if cell == "bidirectional":
+        for inner in _shape_candidates("delta_rule", d_model, state // 2):
+            yield {"inner": "delta_rule", **inner}
+        return
+    if "d_state" in params:  # SSD-style: heads x d_state x head_dim
+        for h in HEADS:
+            for n in D_STATE:
+                p, rem = divmod(state, h * n)
+                if not rem and p >= 1:
+                    yield {"heads": h, "d_state": n, "head_dim": p}
+        return
+    if "d_k" in params:  # matrix memory per head: heads x d_k x d_v
+        for h in HEADS:
+            side = math.isqrt(state // h)
+            if h * side * side == state:
+                yield {"heads": h, "d_k": side, **({"d_v": side} if "d_v" in params else {})}
+        return
+    for h in HEADS:  # no fixed state (attention): heads only
+        if d_model % h == 0:
+            yield {"heads": h}
+
+
+def _distance(b: Budgeted, parameters: int | None) -> int:
+    """How far a candidate is from the parameter budget (its size, without one)."""
+    return b.model_parameters if parameters is None else abs(b.model_parameters - parameters)
+
+
+def fit(
+    cell: str,
+    vocab_size: int,
+    *,
+    state_per_layer: int = 1024,
+    parameters: int | None = None,
+    d_model: int = 32,
+    layers: int = 2,
+    mlp_ratio: int = 4,
+    **fixed: Any,
+) -> Budgeted:
+    """Choose ``cell``'s shape options to meet the budgets; ``fixed`` options are kept."""
+    if cell not in CELLS:
+        raise KeyError(f"unknown cell {cell!r}; known: {sorted(CELLS)}")
+    best: Budgeted | None = None
+    for shape in _shape_candidates(cell, d_model, state_per_layer):
+        options = {**shape, **fixed}
+        try:
+            mixer = build_cell(cell, d_model, **options)
+        except (ValueError, TypeError):
+            continue
+        s = mixer.state_size()
+        if s and s != state_per_layer:
+            continue
+        per_layer = count_parameters(mixer)
+        model = LanguageModel(
+            ModelConfig(vocab_size, d_model, layers, mlp_ratio, cell, options)
+        ).n_parameters()
+        cand = Budgeted(cell, options, s, per_layer, model)
+        if best is None or _distance(cand, parameters) < _distance(best, parameters):
+            best = cand
+    if best is None:
+        raise ValueError(
+            f"no shape of {cell!r} at d_model={d_model} has {state_per_layer} state elements"
+        )
+    return best
+
+
+def build_for_budget(cell: str, vocab_size: int, seed: int = 0, **budget: Any) -> LanguageModel:
+    """A seeded model of ``cell`` whose shape was chosen by `fit`."""
+    chosen = fit(cell, vocab_size, **budget)
+    return build_model(
+        ModelConfig(
+            vocab_size,
+            budget.get("d_model", 32),
+            budget.get("layers", 2),
+            budget.get("mlp_ratio", 4),
+            cell,
+            chosen.options,
+        ),
+        seed,
+    )
