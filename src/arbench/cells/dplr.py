@@ -1,0 +1,348 @@
+"""Diagonal-plus-low-rank (DPLR) kernels: recurrent reference and chunkwise-parallel form.
+
+Recurrence (per batch and head, S in R^{dk x dv}):
+    S_t = (Diag(w_t) + b_t a_t^T) S_{t-1} + k_t v_t^T,   o_t = S_t^T q_t,
+with w_t = exp(log_w_t) in (0, 1]^dk. KDA and RWKV-7 are special cases (`kda_to_dplr`,
+`rwkv7_to_dplr`).
+
+Chunked derivation (one chunk of length C, S0 the carried state, per-channel cumulative
+log-decays G_t = sum_{r<=t} log w_r and E_t = G_{t-1}): with u_t = S_{t-1}^T a_t,
+    S_t = Diag(e^{G_t}) S0 + sum_{s<=t} Diag(e^{G_t-G_s}) (k_s v_s^T + b_s u_s^T),
+    u_t = S0^T (a_t e^{E_t}) + sum_{s<t} [A_ak]_{ts} v_s + [A_ab]_{ts} u_s,
+where [A_xy]_{ts} = sum_i x_{t,i} y_{s,i} e^{E_{t,i}-G_{s,i}} (strict, rows a) or with G_t in
+place of E_t (inclusive, rows q). Hence (I - A_ab) u = (a e^E) S0 + A_ak V, i.e. the WY/UT form
+u = W S0 + U with [W | U] = (I - A_ab)^{-1} [a e^E | A_ak V], and
+    O = (q e^G + A_qb W) S0 + A_qk V + A_qb U,
+    S_C = (Diag(e^{G_C}) + B~^T W) S0 + K~^T V + B~^T U,   K~ = k e^{G_C-G}, B~ = b e^{G_C-G}.
+The four pairwise matrices are built over a binary tree of sub-blocks: the block pairing rows
+t in an upper half with columns s in the lower half factorises through the log-decay r at the
+last position of the lower half, e^{G_t-G_s} = e^{G_t-r} e^{r-G_s}, and both exponents are
+non-positive (decays are relative to a position between s and t). So no (C,C,dk) tensor is ever
+formed and no positive number is ever exponentiated (the differences are also clamped at 0 before
+exp as a guard; G is an exact running sum of non-positive terms, so the clamp never binds and the
+hand-written backward of the tree ignores it). Intra-chunk work is batched over all chunks; only
+the (dk x dk) state carry S_{n+1} = M_n S_n + R_n loops over chunks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+import torch.nn.functional as F
+
+
+def _check(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    log_w: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+) -> tuple[int, int, int, int, int]:
+    if q.dim() != 4 or v.dim() != 4 or v.shape[:3] != q.shape[:3]:
+        raise ValueError(f"bad shapes q={tuple(q.shape)} v={tuple(v.shape)}")
+    for name, x in (("k", k), ("log_w", log_w), ("a", a), ("b", b)):
+        if x.shape != q.shape:
+            raise ValueError(f"{name} must match q {tuple(q.shape)}, got {tuple(x.shape)}")
+    bsz, h, t, dk = q.shape
+    return bsz, h, t, dk, v.shape[-1]
+
+
+def dplr_recurrent(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    log_w: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    initial_state: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Step-by-step S_t = (Diag(w_t) + b_t a_t^T) S_{t-1} + k_t v_t^T: the reference form.
+
+    Shapes: q, k, log_w, a, b (B,H,T,dk); v (B,H,T,dv); state (B,H,dk,dv).
+    """
+    bsz, h, t, dk, dv = _check(q, k, v, log_w, a, b)
+    s = q.new_zeros(bsz, h, dk, dv) if initial_state is None else initial_state
+    w = log_w.exp()
+    outs = []
+    for i in range(t):
+        sa = torch.einsum("bhk,bhkv->bhv", a[:, :, i], s)  # u_t = S_{t-1}^T a_t
+        s = (
+            w[:, :, i, :, None] * s
+            + b[:, :, i, :, None] * sa[:, :, None, :]
+            + k[:, :, i, :, None] * v[:, :, i, None, :]
+        )
+        outs.append(torch.einsum("bhk,bhkv->bhv", q[:, :, i], s))
+    o = torch.stack(outs, dim=2) if outs else v.new_zeros(bsz, h, 0, dv)
+    return o, s
+
+
+def _tree_levels(c: int) -> Iterator[tuple[int, int]]:
+    """Yield (h, P) for the tree levels of a chunk of length c."""
+    h = 1
+    while h < c:
+        yield h, c // (2 * h)
+        h *= 2
+
+
+def _level_factors(
+    x: torch.Tensor, gx: torch.Tensor, y: torch.Tensor, gy: torch.Tensor, h: int, p: int
+) -> tuple[torch.Tensor, ...]:
+    """(ex, x_upper * ex, ey, y_lower * ey): upper-half rows and lower-half columns rescaled
+    relative to the log-decay at the boundary between the halves."""
+    xu = x.unflatten(-3, (p, 2, h))[..., 1, :, :, :]  # (..., P, h, R, dk)
+    gxu = gx.unflatten(-3, (p, 2, h))[..., 1, :, :, :]
+    yl = y.unflatten(-3, (p, 2, h))[..., 0, :, :, :]  # (..., P, h, S, dk)
+    gyl = gy.unflatten(-3, (p, 2, h))[..., 0, :, :, :]
+    ref = gyl[..., -1:, :, :]  # log-decay at the last position of each lower half
+    ex = (gxu - ref).clamp_(max=0.0).exp_()  # in place: no autograd here, fewer allocations
+    ey = (ref - gyl).clamp_(max=0.0).exp_()
+    return ex, xu * ex, ey, yl * ey
+
+
+def _small_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a @ b; for a contraction of length <= 2 a broadcast product beats many tiny matmuls."""
+    if a.shape[-1] <= 2:
+        return (a[..., :, :, None] * b[..., None, :, :]).sum(-2)
+    return a @ b
+
+
+def _block_view(m: torch.Tensor, h: int, p: int) -> torch.Tensor:
+    """View of the (upper-half rows, lower-half columns) blocks of m (..., R, S, C, C) at tree
+    level h, shaped (..., R, S, h, h, P)."""
+    m = m.unflatten(-1, (p, 2, h)).unflatten(-4, (p, 2, h))  # (..., R,S, P,2,h, P,2,h)
+    return torch.diagonal(m.select(-5, 1).select(-2, 0), dim1=-4, dim2=-2)
+
+
+class _TreePairwise(torch.autograd.Function):
+    """Decayed pairwise products over a binary tree of blocks, with a hand-written backward.
+
+    Blocks are written into (and gradients read from) strided views of the (C, C) matrices;
+    the backward accumulates into preallocated gradients in place, which on CPU is far cheaper
+    than autograd's per-level select/cat bookkeeping.
+    """
+
+    @staticmethod
+    def forward(ctx, x, gx, y, gy, rd: int):  # type: ignore[override]
+        c, r, _ = x.shape[-3:]
+        s = y.shape[-2]
+        out = x.new_zeros(*x.shape[:-3], r, s, c, c)
+        if rd:
+            diag = (x[..., :rd, None, :] * y[..., None, :, :]).sum(-1)  # (..., C, rd, S)
+            torch.diagonal(out[..., :rd, :, :, :], dim1=-2, dim2=-1).copy_(diag.movedim(-3, -1))
+        factors = []
+        for h, p in _tree_levels(c):
+            ex, xs, ey, ys = _level_factors(x, gx, y, gy, h, p)
+            factors += [ex, xs, ey, ys]  # kept for the backward rather than recomputed
+            off = _small_mm(xs.flatten(-3, -2), ys.flatten(-3, -2).transpose(-1, -2))  # P,hR,hS
+            off = off.unflatten(-1, (h, s)).unflatten(-3, (h, r))  # (..., P, h, R, h, S)
+            _block_view(out, h, p).copy_(off.permute(*range(off.dim() - 5), -3, -1, -4, -2, -5))
+        ctx.save_for_backward(x, y, *factors)
+        ctx.rd, ctx.g_shapes = rd, (gx.shape, gy.shape)
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):  # type: ignore[override]
+        x, y, *factors = ctx.saved_tensors
+        rd = ctx.rd
+        c, r, _ = x.shape[-3:]
+        s = y.shape[-2]
+        dx, dy = torch.zeros_like(x), torch.zeros_like(y)
+        dgx, dgy = (x.new_zeros(shape) for shape in ctx.g_shapes)
+        if rd:
+            dd = torch.diagonal(grad[..., :rd, :, :, :], dim1=-2, dim2=-1).movedim(-1, -3)
+            dx[..., :rd, :] += dd @ y  # dd (..., C, rd, S)
+            dy += dd.transpose(-1, -2) @ x[..., :rd, :]
+        for level, (h, p) in enumerate(_tree_levels(c)):
+            blk = _block_view(grad, h, p)  # (..., R, S, h, h, P)
+            nb = blk.dim() - 5
+            doff = blk.permute(*range(nb), -1, -3, -5, -2, -4).reshape(
+                *blk.shape[:nb], p, h * r, h * s
+            )
+            ex, xs, ey, ys = factors[4 * level : 4 * level + 4]
+            dxs = _small_mm(doff, ys.flatten(-3, -2)).unflatten(-2, (h, r))  # (..., P, h, R, dk)
+            dys = _small_mm(doff.transpose(-1, -2), xs.flatten(-3, -2)).unflatten(-2, (h, s))
+            dx.unflatten(-3, (p, 2, h))[..., 1, :, :, :].addcmul_(dxs, ex)
+            dgx.unflatten(-3, (p, 2, h))[..., 1, :, :, :].addcmul_(dxs, xs)
+            dy.unflatten(-3, (p, 2, h))[..., 0, :, :, :].addcmul_(dys, ey)
+            tx, ty = dxs.mul_(xs), dys.mul_(ys)  # d/d(ref) of the rescaled rows and columns
+            dgy_low = dgy.unflatten(-3, (p, 2, h))[..., 0, :, :, :]
+            dgy_low.sub_(ty.sum(-2, keepdim=True))
+            dgy_low[..., -1:, :, :].add_(ty.sum((-3, -2), keepdim=True))
+            dgy_low[..., -1:, :, :].sub_(tx.sum((-3, -2), keepdim=True))
+        return dx, dgx, dy, dgy, None
+
+
+def _tree_pairwise(
+    x: torch.Tensor, gx: torch.Tensor, y: torch.Tensor, gy: torch.Tensor, rd: int
+) -> torch.Tensor:
+    """Lower-triangular [i,j,t,s] = sum_c x_tic y_sjc e^{gx_tic - gy_sc} for s < t (and for
+    s = t in the first rd rows, where gx = gy), zero above.
+
+    x, gx (..., C, R, dk); y (..., C, S, dk); gy (..., C, 1, dk) the inclusive cumulative
+    log-decay, with gx_t <= gy_{t-1}. C is a power of two. Returns (..., R, S, C, C), built
+    over a binary tree of blocks (see module docstring).
+    """
+    return _TreePairwise.apply(x, gx.expand_as(x), y, gy, rd)
+
+
+def _chunks(x: torch.Tensor, n: int, c: int) -> torch.Tensor:
+    """(B,H,T,d) -> (B,H,N,C,d), zero-padding time to N*C."""
+    pad = n * c - x.shape[2]
+    return (F.pad(x, (0, 0, 0, pad)) if pad else x).unflatten(2, (n, c))
+
+
+def _carry_and_read(
+    q_eff: torch.Tensor,
+    o_intra: torch.Tensor,
+    m_mat: torch.Tensor,
+    r_mat: torch.Tensor,
+    s0: torch.Tensor,
+    t: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Loop S_{n+1} = M_n S_n + R_n over chunks, then O = q_eff S_n + o_intra, cut to T."""
+    s = s0
+    starts = []
+    for m_i, r_i in zip(m_mat.unbind(2), r_mat.unbind(2), strict=True):
+        starts.append(s)
+        s = m_i @ s + r_i
+    s_start = torch.stack(starts, dim=2)  # (B,H,N,dk,dv): state entering each chunk
+    o = q_eff @ s_start + o_intra
+    return o.flatten(2, 3)[:, :, :t], s
+
+
+def _check_chunk(c: int) -> None:
+    if c < 1 or c & (c - 1):
+        raise ValueError(f"chunk_size must be a power of two, got {c}")
+
+
+def dplr_chunked(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    log_w: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    initial_state: torch.Tensor | None = None,
+    chunk_size: int = 32,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Chunkwise-parallel DPLR (WY/UT form); same result as `dplr_recurrent`, far faster.
+
+    chunk_size must be a power of two; T need not be a multiple of it (padding is identity).
+    """
+    bsz, h, t, dk, dv = _check(q, k, v, log_w, a, b)
+    c = chunk_size
+    _check_chunk(c)
+    s0 = q.new_zeros(bsz, h, dk, dv) if initial_state is None else initial_state
+    if t == 0:
+        return v.new_zeros(bsz, h, 0, dv), s0
+    n = -(-t // c)
+    # Zero padding: log_w = 0, a = b = k = 0 makes padded steps identities on the state.
+    q, k, v, log_w, a, b = (_chunks(x, n, c) for x in (q, k, v, log_w, a, b))
+    g = log_w.cumsum(-2)  # inclusive G_t, non-increasing along time
+    ge = F.pad(g[..., :-1, :], (0, 0, 1, 0))  # exclusive E_t = G_{t-1}, shifted exactly
+
+    # Pairwise matrices, batched: rows x in {q (inclusive, G), a (strict, E)}, cols y in {k, b}.
+    pw = _tree_pairwise(
+        torch.stack([q, a], dim=-2),
+        torch.stack([g, ge], dim=-2),
+        torch.stack([k, b], dim=-2),
+        g[..., None, :],
+        1,
+    )
+    (a_qk, a_qb), (a_ak, a_ab) = (row.unbind(-3) for row in pw.unbind(-4))
+
+    rhs = torch.cat([a * ge.exp(), a_ak @ v], dim=-1)
+    sol = torch.linalg.solve_triangular(-a_ab, rhs, upper=False, unitriangular=True)  # [W | U]
+
+    g_end = g[..., -1:, :]  # (B,H,N,1,dk)
+    to_end = (g_end - g).clamp(max=0.0).exp()
+    b_w, b_u = ((b * to_end).transpose(-1, -2) @ sol).split([dk, dv], dim=-1)  # B~^T [W | U]
+    m_mat = torch.diag_embed(g_end[..., 0, :].exp()) + b_w
+    r_mat = (k * to_end).transpose(-1, -2) @ v + b_u
+    qb_w, qb_u = (a_qb @ sol).split([dk, dv], dim=-1)  # A_qb [W | U]
+    q_eff = q * g.exp() + qb_w
+    o_intra = a_qk @ v + qb_u
+    return _carry_and_read(q_eff, o_intra, m_mat, r_mat, s0, t)
+
+
+def kda_to_dplr(
+    k: torch.Tensor, beta: torch.Tensor, log_alpha: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """KDA S_t = (I - b k k^T) Diag(alpha) S + b k v^T as DPLR: returns (k_write, log_w, a, b).
+
+    Diag(alpha) - b k (alpha k)^T: a = alpha * k, b = -beta k, write key beta k.
+    """
+    bk = beta[..., None] * k
+    return bk, log_alpha, log_alpha.exp() * k, -bk
+
+
+def rwkv7_to_dplr(
+    k_tilde: torch.Tensor, log_w: torch.Tensor, kappa: torch.Tensor, icl_rate: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """RWKV-7 transition as DPLR: returns (k_write, log_w, a, b).
+
+    RWKV-7 right-multiplies its (dv x dk) state by Diag(w) - kappa^T (icl * kappa); in this
+    project's (dk x dv) orientation that is Diag(w) - (icl * kappa) kappa^T acting on the left:
+    read with a = -kappa, write the removal along b = icl * kappa.
+    """
+    return k_tilde, log_w, -kappa, icl_rate * kappa
+
+
+def kda_recurrent(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    beta: torch.Tensor,
+    log_alpha: torch.Tensor,
+    initial_state: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Step-by-step KDA (per-channel gated delta rule); beta (B,H,T), log_alpha (B,H,T,dk)."""
+    kw, log_w, a, b = kda_to_dplr(k, beta, log_alpha)
+    return dplr_recurrent(q, kw, v, log_w, a, b, initial_state)
+
+
+def kda_chunked(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    beta: torch.Tensor,
+    log_alpha: torch.Tensor,
+    initial_state: torch.Tensor | None = None,
+    chunk_size: int = 32,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Chunkwise-parallel KDA: the DPLR chunk form specialised to a = alpha k, b = -beta k.
+
+    Then A_ak = P diag(beta) = -A_ab and A_qk = Q diag(beta) = -A_qb with P, Q the decayed
+    k-k (strict) and q-k (inclusive) products, so only two pairwise matrices are built.
+    """
+    bsz, h, t, dk, dv = _check(q, k, v, log_alpha, k, k)
+    if beta.shape != q.shape[:3]:
+        raise ValueError(f"beta must be (B,H,T)={tuple(q.shape[:3])}, got {tuple(beta.shape)}")
+    c = chunk_size
+    _check_chunk(c)
+    s0 = q.new_zeros(bsz, h, dk, dv) if initial_state is None else initial_state
+    if t == 0:
+        return v.new_zeros(bsz, h, 0, dv), s0
+    n = -(-t // c)
+    q, k, v, log_alpha = (_chunks(x, n, c) for x in (q, k, v, log_alpha))
+    beta = _chunks(beta[..., None], n, c)[..., 0]  # (B,H,N,C); zero-padded steps write nothing
+    g = log_alpha.cumsum(-2)
+
+    gy = g[..., None, :]
+    pw = _tree_pairwise(torch.stack([q, k], dim=-2), gy, k[..., None, :], gy, 1)
+    q_beta, p_beta = (m[..., 0, :, :] * beta[..., None, :] for m in pw.unbind(-4))
+
+    rhs = torch.cat([k * g.exp(), p_beta @ v], dim=-1)
+    sol = torch.linalg.solve_triangular(p_beta, rhs, upper=False, unitriangular=True)
+    w_mat, u_mat = sol.split([dk, dv], dim=-1)
+    wv = torch.cat([w_mat, v - u_mat], dim=-1)  # [W | V - U]
+
+    g_end = g[..., -1:, :]
+    k_end_t = (beta[..., None] * k * (g_end - g).clamp(max=0.0).exp()).transpose(-1, -2)
+    k_w, k_r = (k_end_t @ wv).split([dk, dv], dim=-1)
+    m_mat = torch.diag_embed(g_end[..., 0, :].exp()) - k_w
+    q_w, o_intra = (q_beta @ wv).split([dk, dv], dim=-1)
+    return _carry_and_read(q * g.exp() - q_w, o_intra, m_mat, k_r, s0, t)

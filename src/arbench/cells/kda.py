@@ -1,0 +1,98 @@
+"""Kimi Delta Attention (KDA): the per-channel gated delta rule of Kimi Linear / Kimi K3.
+
+Per head: S_t = (I - beta_t k_t k_t^T) Diag(alpha_t) S_{t-1} + beta_t k_t v_t^T, o_t = S_t^T q_t,
+with log alpha_t = g_min * sigmoid(e^A * z_t) in [g_min, 0] (g_min = -5), z_t a linear projection
+of x_t plus a bias. q, k, v pass a short causal conv and SiLU; q and k are L2-normalised (q also
+scaled by dk^-1/2); beta_t = sigmoid(linear). Output: per-head RMSNorm times a full-rank sigmoid
+gate, then an output projection. At this tiny width the low-rank gate projections of the
+reference implementation are replaced by full linear maps.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from arbench.cells.base import Form, SequenceMixer, State, register
+from arbench.cells.dplr import kda_chunked, kda_recurrent
+from arbench.cells.short_conv import ShortConv
+
+G_MIN = -5.0  # lower bound of the per-step per-channel log-decay
+
+
+def kda_log_decay(z: torch.Tensor, a_log: torch.Tensor) -> torch.Tensor:
+    """Lower-bounded log-decay g_min * sigmoid(e^A * z), in [g_min, 0]; A broadcasts over z."""
+    return G_MIN * torch.sigmoid(a_log.exp() * z)
+
+
+@register("kda")
+class KimiDeltaAttention(SequenceMixer):
+    """KDA cell; state dict {"S": (B,H,dk,dv), "conv": short-conv tail} streams exactly."""
+
+    def __init__(
+        self,
+        d_model: int,
+        heads: int = 1,
+        d_k: int | None = None,
+        d_v: int | None = None,
+        conv_kernel: int = 4,
+        chunk_size: int = 32,
+    ) -> None:
+        super().__init__()
+        if d_model % heads and (d_k is None or d_v is None):
+            raise ValueError(f"d_model={d_model} not divisible by heads={heads}")
+        self.heads = heads
+        self.d_k = d_k or d_model // heads
+        self.d_v = d_v or d_model // heads
+        self.chunk_size = chunk_size
+        hk, hv = heads * self.d_k, heads * self.d_v
+        self.q_proj = nn.Linear(d_model, hk, bias=False)
+        self.k_proj = nn.Linear(d_model, hk, bias=False)
+        self.v_proj = nn.Linear(d_model, hv, bias=False)
+        self.conv = ShortConv(2 * hk + hv, conv_kernel)
+        self.f_proj = nn.Linear(d_model, hk)  # z: decay pre-activation
+        self.a_log = nn.Parameter(torch.zeros(heads, self.d_k))
+        self.b_proj = nn.Linear(d_model, heads)
+        self.g_proj = nn.Linear(d_model, hv)  # full-rank output gate
+        self.o_norm = nn.RMSNorm(self.d_v, eps=1e-5)
+        self.o_proj = nn.Linear(hv, d_model, bias=False)
+        with torch.no_grad():
+            # Initial per-step decays -g spread log-uniformly over [1e-3, 0.5] across channels.
+            target = torch.logspace(math.log10(1e-3), math.log10(0.5), self.d_k)
+            self.f_proj.bias.copy_(torch.logit(target / -G_MIN).repeat(heads))
+
+    def state_size(self) -> int:
+        """Recurrent state elements: heads * dk * dv."""
+        return self.heads * self.d_k * self.d_v
+
+    def log_decay(self, x: torch.Tensor) -> torch.Tensor:
+        """Per-channel log-decay (B,H,T,dk) for input x (B,T,d_model)."""
+        z = self.f_proj(x).unflatten(-1, (self.heads, self.d_k)).transpose(1, 2)
+        return kda_log_decay(z, self.a_log[:, None, :])
+
+    def forward(
+        self, x: torch.Tensor, state: State | None = None, form: Form = "chunked"
+    ) -> tuple[torch.Tensor, State]:
+        h, dk, dv = self.heads, self.d_k, self.d_v
+        s0 = None if state is None else state["S"]
+        tail = None if state is None else state["conv"]
+        qkv = torch.cat([self.q_proj(x), self.k_proj(x), self.v_proj(x)], dim=-1)
+        qkv, tail = self.conv(qkv, tail)
+        q, k, v = F.silu(qkv).split([h * dk, h * dk, h * dv], dim=-1)
+        q, k, v = (y.unflatten(-1, (h, -1)).transpose(1, 2) for y in (q, k, v))  # (B,H,T,d)
+        q = F.normalize(q, dim=-1) * dk**-0.5
+        k = F.normalize(k, dim=-1)
+        beta = torch.sigmoid(self.b_proj(x)).transpose(1, 2)  # (B,H,T)
+        log_alpha = self.log_decay(x)
+        if form == "chunked":
+            o, s = kda_chunked(q, k, v, beta, log_alpha, s0, self.chunk_size)
+        elif form == "recurrent":
+            o, s = kda_recurrent(q, k, v, beta, log_alpha, s0)
+        else:
+            raise ValueError(f"unknown form {form!r}")
+        o = self.o_norm(o.transpose(1, 2))  # (B,T,H,dv), normalised per head
+        o = o.flatten(-2) * torch.sigmoid(self.g_proj(x))
+        return self.o_proj(o), {"S": s, "conv": tail}

@@ -1,0 +1,110 @@
+"""RWKV-7 ("Goose") time-mixing as a cell: a DPLR state update with in-context learning rate.
+
+Per head, in this project's (dk x dv) orientation:
+    S_t = (Diag(w_t) - (a_t * kk_t) kk_t^T) S_{t-1} + k~_t v_t^T,   o_t = S_t^T r_t,
+which is RWKV-7's wkv_t = wkv_{t-1} (Diag(w_t) - kk_t^T (a_t * kk_t)) + v_t^T k~_t transposed.
+
+Kept from RWKV-7: token-shift interpolation with learned per-channel mixes (optional); decay
+log w = -0.6065 * sigmoid(.) so w in (e^-0.6065, 1); in-context learning rate a = sigmoid(.);
+removal key kk = normalize(k * k_k) per head; replacement key k~ = k * (1 + (a - 1) * k_a);
+per-head GroupNorm of the read-out; the "bonus" term (sum(r * k~ * r_k) per head) * v; an
+output gate; output projection. Simplified: the low-rank (LoRA, tanh) projections for w, a and
+the gate become single linear maps (gate = sigmoid(linear)); no value residual across layers
+(v_first), since a cell does not know its layer index; no channel-mix (the model's MLP does it).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from arbench.cells.base import Form, SequenceMixer, State, register
+from arbench.cells.dplr import dplr_chunked, dplr_recurrent, rwkv7_to_dplr
+
+LOG_W_SCALE = -0.606531  # -e^-0.5: log w = LOG_W_SCALE * sigmoid(.)
+_MIXES = ("r", "w", "k", "v", "a", "g")
+
+
+@register("rwkv7")
+class RWKV7TimeMix(SequenceMixer):
+    """RWKV-7 time-mix cell; state dict {"S": (B,H,dk,dk), "shift": last input (B,1,d_model)}."""
+
+    def __init__(
+        self,
+        d_model: int,
+        heads: int = 1,
+        d_k: int | None = None,
+        chunk_size: int = 32,
+        token_shift: bool = True,
+    ) -> None:
+        super().__init__()
+        if d_model % heads and d_k is None:
+            raise ValueError(f"d_model={d_model} not divisible by heads={heads}")
+        self.heads = heads
+        self.d_k = d_k or d_model // heads
+        self.chunk_size = chunk_size
+        self.token_shift = token_shift
+        inner = heads * self.d_k
+        if token_shift:
+            # Per-channel interpolation towards the previous token, one row per projection.
+            ramp = torch.linspace(0.0, 1.0, d_model)
+            self.mix = nn.Parameter(0.5 * (1.0 - ramp[None, :] ** 2).repeat(len(_MIXES), 1))
+        self.r_proj = nn.Linear(d_model, inner, bias=False)
+        self.k_proj = nn.Linear(d_model, inner, bias=False)
+        self.v_proj = nn.Linear(d_model, inner, bias=False)
+        self.w_proj = nn.Linear(d_model, inner)
+        self.a_proj = nn.Linear(d_model, inner)
+        self.g_proj = nn.Linear(d_model, inner, bias=False)
+        self.k_k = nn.Parameter(torch.full((inner,), 0.85))
+        self.k_a = nn.Parameter(torch.ones(inner))
+        self.r_k = nn.Parameter(torch.zeros(heads, self.d_k))
+        self.ln_x = nn.GroupNorm(heads, inner, eps=64e-5)
+        self.o_proj = nn.Linear(inner, d_model, bias=False)
+        with torch.no_grad():
+            # Initial per-step decays -log w spread log-uniformly over [1e-3, 0.5] per head.
+            target = torch.logspace(math.log10(1e-3), math.log10(0.5), self.d_k)
+            self.w_proj.bias.copy_(torch.logit(target / -LOG_W_SCALE).repeat(heads))
+
+    def state_size(self) -> int:
+        """Recurrent state elements: heads * dk * dk (value width equals key width)."""
+        return self.heads * self.d_k * self.d_k
+
+    def forward(
+        self, x: torch.Tensor, state: State | None = None, form: Form = "chunked"
+    ) -> tuple[torch.Tensor, State]:
+        h, dk = self.heads, self.d_k
+        s0 = None if state is None else state["S"]
+        new_state: dict[str, torch.Tensor] = {}
+        if self.token_shift:
+            prev = x.new_zeros(x.shape[0], 1, x.shape[2]) if state is None else state["shift"]
+            shifted = torch.cat([prev, x[:, :-1]], dim=1) if x.shape[1] else x
+            new_state["shift"] = torch.cat([prev, x], dim=1)[:, -1:]
+            xs = (x + (shifted - x) * m for m in self.mix.unbind(0))
+        else:
+            xs = (x for _ in _MIXES)
+        xr, xw, xk, xv, xa, xg = xs
+
+        def heads(y: torch.Tensor) -> torch.Tensor:
+            return y.unflatten(-1, (h, dk)).transpose(1, 2)  # (B,H,T,dk)
+
+        r, k, v = heads(self.r_proj(xr)), heads(self.k_proj(xk)), heads(self.v_proj(xv))
+        log_w = heads(LOG_W_SCALE * torch.sigmoid(self.w_proj(xw)))
+        a = heads(torch.sigmoid(self.a_proj(xa)))
+        kk = F.normalize(k * self.k_k.view(h, 1, dk), dim=-1)
+        k = k * (1.0 + (a - 1.0) * self.k_a.view(h, 1, dk))
+        kw, log_w, ra, rb = rwkv7_to_dplr(k, log_w, kk, a)
+        if form == "chunked":
+            o, s = dplr_chunked(r, kw, v, log_w, ra, rb, s0, self.chunk_size)
+        elif form == "recurrent":
+            o, s = dplr_recurrent(r, kw, v, log_w, ra, rb, s0)
+        else:
+            raise ValueError(f"unknown form {form!r}")
+        bsz, _, t, _ = o.shape
+        o = self.ln_x(o.transpose(1, 2).reshape(bsz * t, h * dk)).reshape(bsz, t, h, dk)
+        bonus = (r * k * self.r_k[:, None, :]).sum(-1, keepdim=True) * v  # (B,H,T,dk)
+        o = (o + bonus.transpose(1, 2)).flatten(-2) * torch.sigmoid(self.g_proj(xg))
+        new_state["S"] = s
+        return self.o_proj(o), new_state
