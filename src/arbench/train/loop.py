@@ -39,10 +39,20 @@ class TrainConfig:
     grad_clip: float = 1.0
     checkpoint_every: int = 500
     log_every: int = 50
+    device: str = "cpu"  # cpu | cuda | auto (cuda when available); bitwise claims hold on cpu
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
         return cls(**d)
+
+
+def resolve_device(name: str) -> torch.device:
+    """'auto' picks CUDA when present; an explicit 'cuda' without a GPU is an error."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("train.device is 'cuda' but no CUDA device is visible")
+    return torch.device(name)
 
 
 def versions() -> dict[str, str]:
@@ -106,11 +116,12 @@ def train(
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     ckpt_path, metrics_path = run_dir / "checkpoint.pt", run_dir / "metrics.jsonl"
-    model = build_model(model_cfg, seed)
+    device = resolve_device(cfg.device)
+    model = build_model(model_cfg, seed).to(device)
     opt = _optimizer(model, cfg)
     start, lines = 0, []
     if ckpt_path.exists():
-        ck = torch.load(ckpt_path, map_location="cpu", weights_only=True)
+        ck = torch.load(ckpt_path, map_location=device, weights_only=True)
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optim"])
         start, lines = int(ck["step"]), list(ck["metrics"])
@@ -129,7 +140,7 @@ def train(
             )
             for g in opt.param_groups:
                 g["lr"] = lr
-            tokens, targets = task.train_batch(seed, step, cfg.batch)
+            tokens, targets = (t.to(device) for t in task.train_batch(seed, step, cfg.batch))
             loss, acc = masked_loss(model, tokens, targets)
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -152,7 +163,7 @@ def train(
                 return {"stopped_at": done}
     wall = time.perf_counter() - t0
     buf = io.BytesIO()
-    torch.save(model.state_dict(), buf)
+    torch.save({k: v.cpu() for k, v in model.state_dict().items()}, buf)
     atomic_write_bytes(run_dir / "model.pt", buf.getvalue())
     ckpt_path.unlink(missing_ok=True)  # a forced rerun starts afresh and reproduces this run
     return {
@@ -163,6 +174,7 @@ def train(
         "state_size_per_layer": model.state_size_per_layer(),
         "versions": versions(),
         "threads": torch.get_num_threads(),
+        "device": str(device),
         "wall_time_s": wall,
         "resumed_from_step": start,
         "scores": {f"final_train_{k}": v for k, v in last.items()},
@@ -171,7 +183,7 @@ def train(
 
 
 def load_trained(run_dir: str | Path, model_cfg: ModelConfig) -> LanguageModel:
-    """Rebuild a trained model from its run directory's final checkpoint."""
+    """Rebuild a trained model (on the CPU) from its run directory's final weights."""
     weights = torch.load(Path(run_dir) / "model.pt", map_location="cpu", weights_only=True)
     model = LanguageModel(model_cfg)
     model.load_state_dict(weights)
