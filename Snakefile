@@ -20,6 +20,7 @@ include: "rules/stats.smk"
 include: "rules/tables.smk"
 include: "rules/figures.smk"
 include: "rules/passkey_swar.smk"
+include: "rules/bench.smk"
 
 
 rule all:

@@ -44,7 +44,11 @@ def eval_paths(experiment):
 
 
 def all_targets():
-    out = ["results/tables/cells.tex"]
+    out = [
+        "results/tables/cells.tex",
+        "results/bench/cells.json",
+        "results/bench/cells.png",
+    ]
     for name in EXPERIMENTS:
         out += [
             f"results/tables/{name}.tex",

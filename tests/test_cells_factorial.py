@@ -280,3 +280,23 @@ def test_constant_decay_is_input_independent_and_forms_agree(heads: int) -> None
     assert torch.allclose(gc, gr, rtol=1e-4, atol=1e-6) and gc.abs().sum() > 0
     with pytest.raises(ValueError, match="decay"):
         build_cell("delta_rule", 32, decay="sometimes")
+
+
+@pytest.mark.parametrize("c", [1, 5, 16, 32])
+def test_unit_lower_inverse_and_its_gradient(c: int) -> None:
+    from arbench.cells.delta_rule import _UnitLowerInverse, unit_lower_inverse
+
+    g = torch.Generator().manual_seed(c)
+    a = torch.randn(3, c, c, generator=g, dtype=torch.float64) * 0.3
+    eye = torch.eye(c, dtype=torch.float64)
+    ref = torch.linalg.inv(eye + a.tril(-1))
+    assert (unit_lower_inverse(a) - ref).abs().max() < 1e-12
+    assert torch.autograd.gradcheck(_UnitLowerInverse.apply, (a.requires_grad_(True),))
+
+
+@pytest.mark.parametrize("chunk", [12, 64])
+def test_delta_rule_any_chunk_size(chunk: int) -> None:
+    inputs = kernel_inputs(torch.float64)
+    ref = run_and_grad(delta_rule_recurrent, inputs)
+    got = run_and_grad(lambda **kw: delta_rule_chunked(**kw, chunk_size=chunk), inputs)
+    assert_close(got, ref, TOL[torch.float64])

@@ -51,7 +51,12 @@ def test_answer_types_agree_with_the_oracle(data: Path) -> None:
 
 def test_batches_are_pure_functions_of_seed_and_step(data: Path) -> None:
     task = make_task(
-        {"name": "passkey_swar", "data": str(data), "train_configs": [32, 64], "eval_configs": [128]}
+        {
+            "name": "passkey_swar",
+            "data": str(data),
+            "train_configs": [32, 64],
+            "eval_configs": [128],
+        }
     )
     a, b = task.train_batch(3, 5, 8), task.train_batch(3, 5, 8)
     assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])

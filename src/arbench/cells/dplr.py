@@ -66,14 +66,13 @@ def dplr_recurrent(
     s = q.new_zeros(bsz, h, dk, dv) if initial_state is None else initial_state
     w = log_w.exp()
     outs = []
-    for i in range(t):
-        sa = torch.einsum("bhk,bhkv->bhv", a[:, :, i], s)  # u_t = S_{t-1}^T a_t
-        s = (
-            w[:, :, i, :, None] * s
-            + b[:, :, i, :, None] * sa[:, :, None, :]
-            + k[:, :, i, :, None] * v[:, :, i, None, :]
-        )
-        outs.append(torch.einsum("bhk,bhkv->bhv", q[:, :, i], s))
+    # split over time once: per-step indexing would make the backward quadratic in T
+    steps = zip(*(x.unbind(2) for x in (q, k, v, w, a, b)), strict=True)
+    for q_t, k_t, v_t, w_t, a_t, b_t in steps:
+        sa = (a_t.unsqueeze(-2) @ s).squeeze(-2)  # u_t = S_{t-1}^T a_t
+        s = w_t.unsqueeze(-1) * s + b_t.unsqueeze(-1) * sa.unsqueeze(-2)
+        s = s + k_t.unsqueeze(-1) * v_t.unsqueeze(-2)
+        outs.append((q_t.unsqueeze(-2) @ s).squeeze(-2))
     o = torch.stack(outs, dim=2) if outs else v.new_zeros(bsz, h, 0, dv)
     return o, s
 

@@ -1,0 +1,254 @@
+"""Speed benchmarks: cell training throughput (chunked vs recurrent) and long-stream evaluation.
+
+Throughput is forward+backward tokens/s of each registered cell at the factorial width
+(d_model 32, one head), median over repeats after warmup. Streaming runs the factorial's 2-layer
+model over 10^5..10^7 tokens, each count in a fresh subprocess so peak RSS is per measurement.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+import arbench
+from arbench.cells import CELLS, build_cell
+
+D_MODEL = 32
+STREAM_VOCAB = 130  # the factorial's MQAR vocabulary
+STREAM_MODEL = {
+    "d_model": D_MODEL,
+    "layers": 2,
+    "cell": "delta_rule",
+    "cell_options": {"conv": True},
+}
+SINGLE_FORM = {"attention"}  # cells whose "recurrent" form is not a state recurrence
+# Options that put a cell at the factorial width; mamba2 gets one head of 32 x 32 state.
+CELL_OPTIONS: dict[str, dict[str, Any]] = {
+    "mamba2": {"heads": 1, "d_state": 32, "head_dim": 32},
+    "bidirectional": {"inner": "delta_rule", "heads": 1},
+}
+
+
+def bench_cells() -> list[str]:
+    """Registered cells to benchmark, in registration order."""
+    return list(CELLS)
+
+
+def cell_options(name: str) -> dict[str, Any]:
+    """Constructor options of `name` at the factorial width (one head where it has heads)."""
+    if name in CELL_OPTIONS:
+        return dict(CELL_OPTIONS[name])
+    params = inspect.signature(CELLS[name].__init__).parameters
+    return {"heads": 1} if "heads" in params else {}
+
+
+def time_train_step(
+    cell: torch.nn.Module, x: torch.Tensor, proj: torch.Tensor, form: str, warmup: int, repeats: int
+) -> list[float]:
+    """Seconds of each timed forward+backward of the loss sum(y * proj) (after warmup).
+
+    A dense random `proj` (shaped like y) gives a realistic, contiguous output gradient.
+    """
+    times = []
+    for i in range(warmup + repeats):
+        xi = x.detach().requires_grad_(True)
+        cell.zero_grad(set_to_none=True)
+        t0 = time.perf_counter()
+        y, _ = cell(xi, form=form)
+        (y * proj).sum().backward()
+        if i >= warmup:
+            times.append(time.perf_counter() - t0)
+    return times
+
+
+def throughput(
+    cells: list[str],
+    lengths: list[int],
+    batch: int,
+    repeats: int = 3,
+    warmup: int = 1,
+    max_recurrent_seconds: float = 120.0,
+    seed: int = 0,
+    log: Callable[[str], None] | None = None,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Training tokens/s per (cell, form, T); returns (measurements, skipped recurrent runs).
+
+    The recurrent form is skipped where its time, extrapolated linearly in T from the previous
+    length, would exceed `max_recurrent_seconds` for warmup + repeats steps.
+    """
+    rows: list[dict[str, Any]] = []
+    skipped: list[dict[str, Any]] = []
+    gen = torch.Generator().manual_seed(seed)
+    for name in cells:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            cell = build_cell(name, D_MODEL, **cell_options(name))
+        forms = ["chunked"] if name in SINGLE_FORM else ["chunked", "recurrent"]
+        per_token: float | None = None  # recurrent seconds per token of the last length
+        for t in sorted(lengths):
+            x = torch.randn(batch, t, D_MODEL, generator=gen)
+            proj = torch.randn(batch, t, D_MODEL, generator=gen)
+            for form in forms:
+                row = {"cell": name, "form": form, "T": t, "B": batch}
+                if form == "recurrent" and per_token is not None:
+                    predicted = per_token * batch * t * (warmup + repeats)
+                    if predicted > max_recurrent_seconds:
+                        skipped.append({**row, "predicted_seconds": predicted})
+                        if log:
+                            log(f"{name} {form} T={t}: skipped (~{predicted:.0f}s predicted)")
+                        continue
+                times = time_train_step(cell, x, proj, form, warmup, repeats)
+                median = statistics.median(times)
+                if form == "recurrent":
+                    per_token = median / (batch * t)
+                rows.append({**row, "tokens_per_s": batch * t / median, "seconds": median})
+                if log:
+                    log(f"{name} {form} T={t} B={batch}: {batch * t / median:,.0f} tokens/s")
+    return rows, skipped
+
+
+def peak_rss_mb() -> float:
+    """Peak resident set size of this process in MiB.
+
+    Linux: VmHWM of /proc/self/status, which exec resets (ru_maxrss survives exec, so a child
+    of a large benchmark process would report its parent's peak). Elsewhere: ru_maxrss.
+    """
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(ln.split()[1]) for ln in f if ln.startswith("VmHWM:")) / 1024
+    except (OSError, StopIteration):
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return rss / (1 << 20) if sys.platform == "darwin" else rss / 1024
+
+
+def stream_once(n_tokens: int, seed: int = 0, piece: int = 8192, threads: int = 1) -> dict:
+    """Stream `n_tokens` random tokens through the factorial's 2-layer model (in this process)."""
+    from arbench.evaluate.streaming import stream_tokens
+    from arbench.models import ModelConfig, build_model
+
+    torch.set_num_threads(threads)
+    model = build_model(ModelConfig(vocab_size=STREAM_VOCAB, **STREAM_MODEL), seed)
+    rss_before = peak_rss_mb()
+    out = stream_tokens(model, n_tokens, STREAM_VOCAB, np.random.default_rng(seed), piece=piece)
+    return {
+        "tokens": out["tokens"],
+        "seconds": out["seconds"],
+        "tokens_per_s": out["tokens_per_s"],
+        "peak_rss_mb": peak_rss_mb(),
+        "rss_before_stream_mb": rss_before,
+        "piece": piece,
+    }
+
+
+def streaming(
+    token_counts: list[int],
+    seed: int = 0,
+    piece: int = 8192,
+    threads: int = 1,
+    log: Callable[[str], None] | None = None,
+) -> list[dict[str, Any]]:
+    """`stream_once` per token count, each in a fresh interpreter so peak RSS is its own."""
+    src = str(Path(arbench.__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+    rows = []
+    for n in token_counts:
+        args = [str(n), str(seed), str(piece), str(threads)]
+        cmd = [sys.executable, "-m", "arbench.evaluate.bench", "stream", *args]
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"streaming {n} tokens failed:\n{done.stderr[-4000:]}")
+        rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        if log:
+            r = rows[-1]
+            log(f"streamed {n} tokens: {r['seconds']:.1f}s, peak RSS {r['peak_rss_mb']:.0f} MiB")
+    return rows
+
+
+def machine_info() -> dict[str, Any]:
+    """CPU model, core counts, torch threads and versions: what the numbers were measured on."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    affinity = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    return {
+        "cpu": cpu,
+        "logical_cores": os.cpu_count(),
+        "usable_cores": len(affinity) if affinity is not None else os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+
+
+def run_bench(
+    lengths: list[int],
+    batch: int,
+    stream_tokens: list[int],
+    repeats: int = 3,
+    threads: int = 1,
+    cells: list[str] | None = None,
+    max_recurrent_seconds: float = 120.0,
+    piece: int = 8192,
+    seed: int = 0,
+    log: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """The whole benchmark as one JSON-ready dict: throughput, streaming and machine."""
+    torch.set_num_threads(threads)
+    rows, skipped = throughput(
+        cells if cells is not None else bench_cells(),
+        lengths,
+        batch,
+        repeats=repeats,
+        max_recurrent_seconds=max_recurrent_seconds,
+        seed=seed,
+        log=log,
+    )
+    return {
+        "throughput": rows,
+        "skipped": skipped,
+        "streaming": streaming(stream_tokens, seed=seed, piece=piece, threads=threads, log=log),
+        "machine": machine_info(),
+        "settings": {
+            "T": list(lengths),
+            "B": batch,
+            "repeats": repeats,
+            "d_model": D_MODEL,
+            "cell_options": {c: cell_options(c) for c in {r["cell"] for r in rows}},
+            "stream_model": STREAM_MODEL,
+            "piece": piece,
+            "max_recurrent_seconds": max_recurrent_seconds,
+        },
+    }
+
+
+def ratios(result: dict[str, Any]) -> dict[str, dict[int, float]]:
+    """chunked / recurrent tokens/s per cell and T (where both forms were measured)."""
+    tps = {(r["cell"], r["form"], r["T"]): r["tokens_per_s"] for r in result["throughput"]}
+    out: dict[str, dict[int, float]] = {}
+    for (cell, form, t), v in tps.items():
+        if form == "chunked" and (cell, "recurrent", t) in tps:
+            out.setdefault(cell, {})[t] = v / tps[(cell, "recurrent", t)]
+    return out
+
+
+if __name__ == "__main__" and len(sys.argv) == 6 and sys.argv[1] == "stream":
+    n, s, p, th = (int(a) for a in sys.argv[2:])
+    print(json.dumps(stream_once(n, seed=s, piece=p, threads=th)))
