@@ -16,7 +16,13 @@ from arbench.cells.diagonal import (
     gated_linear_attention_chunked,
     gated_linear_attention_recurrent,
 )
-from arbench.cells.factorial import DeltaRuleCell, DiagonalCell, FactorialCell, GatedDeltaNetCell
+from arbench.cells.factorial import (
+    DECAY_BIAS_INIT,
+    DeltaRuleCell,
+    DiagonalCell,
+    FactorialCell,
+    GatedDeltaNetCell,
+)
 from arbench.cells.short_conv import ShortConv
 
 TOL = {torch.float32: 1e-4, torch.float64: 1e-10}
@@ -238,7 +244,7 @@ def test_registered_presets() -> None:
     assert isinstance(gdn, GatedDeltaNetCell)
     assert gdn.use_conv and gdn.use_decay and gdn.transition == "delta"
     assert gdn.state_size() == 1024
-    assert torch.allclose(gdn.decay_proj.bias, torch.full((1,), 3.0))
+    assert torch.allclose(gdn.decay_proj.bias, torch.full((1,), DECAY_BIAS_INIT))
     assert not build_cell("gated_deltanet", 32, conv=False).use_conv
 
 

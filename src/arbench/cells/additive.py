@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from arbench.cells.base import Form, SequenceMixer, State, register
+from arbench.cells.base import Form, SequenceMixer, State, merge_heads, register, split_heads
 from arbench.cells.scalar_decay import scalar_decay_chunked, scalar_decay_recurrent
 from arbench.cells.short_conv import ShortConv
 
@@ -54,10 +54,6 @@ class AdditiveCell(SequenceMixer):
         """H * d_k * d_v: the matrix memory only (conv tail and parameters excluded)."""
         return self.heads * self.d_k * self.d_v
 
-    def _heads(self, x: torch.Tensor, d: int) -> torch.Tensor:
-        b, t, _ = x.shape
-        return x.reshape(b, t, self.heads, d).transpose(1, 2)
-
     def forward(
         self, x: torch.Tensor, state: State | None = None, form: Form = "chunked"
     ) -> tuple[torch.Tensor, State]:
@@ -72,13 +68,12 @@ class AdditiveCell(SequenceMixer):
             qkv, new_tail = self.conv(torch.cat([q, k, v], dim=-1), tail)
             hk = self.heads * self.d_k
             q, k, v = F.silu(qkv).split([hk, hk, self.heads * self.d_v], dim=-1)
-        q = F.normalize(self._heads(q, self.d_k), dim=-1)
-        k = F.normalize(self._heads(k, self.d_k), dim=-1)
-        v = self._heads(v, self.d_v)
+        q = F.normalize(split_heads(q, self.heads), dim=-1)
+        k = F.normalize(split_heads(k, self.heads), dim=-1)
+        v = split_heads(v, self.heads)
         if form == "chunked":
             o, s = scalar_decay_chunked(q, k, v, None, s0, self.chunk_size)
         else:
             o, s = scalar_decay_recurrent(q, k, v, None, s0)
-        b, t, _ = x.shape
-        o = self.out_norm(o.transpose(1, 2)).reshape(b, t, self.heads * self.d_v)
+        o = merge_heads(self.out_norm(o))
         return self.out_proj(o), {"S": s, "conv": new_tail}

@@ -31,6 +31,18 @@ class SequenceMixer(nn.Module):
         raise NotImplementedError
 
 
+def split_heads(x: torch.Tensor, heads: int) -> torch.Tensor:
+    """(B, T, H*d) -> (B, H, T, d): the layout every recurrence kernel takes."""
+    b, t, hd = x.shape
+    return x.reshape(b, t, heads, hd // heads).transpose(1, 2)
+
+
+def merge_heads(x: torch.Tensor) -> torch.Tensor:
+    """(B, H, T, d) -> (B, T, H*d), the inverse of `split_heads`."""
+    b, h, t, d = x.shape
+    return x.transpose(1, 2).reshape(b, t, h * d)
+
+
 def count_parameters(module: nn.Module) -> int:
     """Trainable parameter count of a module."""
     return sum(p.numel() for p in module.parameters() if p.requires_grad)
