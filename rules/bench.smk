@@ -24,7 +24,7 @@ rule bench_cells:
         "results/benchmarks/bench/cells.tsv"
     conda:
         "../envs/torch.yaml"
-    threads: workflow.cores
+    threads: 8  # every core it is given: Snakemake caps this at --cores
     resources:
         mem_mb=8000,
         runtime=30,
