@@ -117,3 +117,11 @@ def test_lints_are_clean() -> None:
         text=True,
     )
     assert ruff.returncode == 0, ruff.stdout[-3000:]
+
+
+def test_report_collects_flagged_tables_and_figures(smoke_run: Path) -> None:
+    proc = _sm("--report", "report.html", "--config", "scale=smoke", cwd=smoke_run)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    html = (smoke_run / "report.html").read_text(errors="replace")
+    for name in ("factorial.tex", "factorial.png", "passkey_swar.tex", "cells.tex", "cells.json"):
+        assert name in html, name
