@@ -18,7 +18,9 @@ model = load_trained(
     Path(snakemake.input.model).parent,
     ModelConfig(**model_config_dict(exp, wc.arm, task.vocab_size)),
 )
-scores = task.evaluate(model, data=snakemake.input.data, **eval_options(exp, wc.arm))
+scores = task.evaluate(
+    model, data=snakemake.input.data, examples=exp["eval"]["examples"], **eval_options(exp, wc.arm)
+)
 final = read_json(snakemake.input.final)
 out = {
     "experiment": wc.experiment,

@@ -83,3 +83,5 @@ def test_streaming_evaluation_equals_one_pass(data: Path) -> None:
         assert streamed[t] == whole[t]
     assert np.isfinite(streamed["all"])
     assert task.evaluate(model, max_writes=64)["per_config"] == {}
+    assert task.evaluate(model, examples=3)["per_config"]["n128"]["examples"] == 3
+    assert task.evaluate(model, examples=10**6)["per_config"]["n128"]["examples"] == 12

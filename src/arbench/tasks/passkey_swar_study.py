@@ -103,7 +103,6 @@ class PasskeySwarTask:
     train_configs: list[int]
     eval_configs: list[int]
     eval_split: str = "validation"
-    eval_examples: int = 0  # 0 = every example of the split
     piece: int = 4096
     params: Params = field(default_factory=Params)
 
@@ -131,8 +130,14 @@ class PasskeySwarTask:
             "passkey_token": 1.0 / self.params.n_values,
         }
 
-    def evaluate(self, model: Any, max_writes: int | None = None, **_: Any) -> dict[str, Any]:
-        """Streaming accuracy per eval config and answer type (configs above max_writes skipped)."""
+    def evaluate(
+        self, model: Any, examples: int | None = None, max_writes: int | None = None, **_: Any
+    ) -> dict[str, Any]:
+        """Streaming accuracy per eval config and answer type.
+
+        Reads the first ``examples`` of each eval split (all when None or larger than the
+        split) and skips configs with more than ``max_writes`` writes.
+        """
         from arbench.evaluate.streaming import stream_predictions
 
         per_config: dict[str, dict[str, Any]] = {}
@@ -140,7 +145,7 @@ class PasskeySwarTask:
             if max_writes is not None and N > max_writes:
                 continue
             split = load_split(self.data, N, self.eval_split)
-            n = len(split.tokens) if not self.eval_examples else self.eval_examples
+            n = min(len(split.tokens), examples or len(split.tokens))
             tokens, targets = split.tokens[:n], split.targets[:n]
             hits, seconds = stream_predictions(model, tokens, targets, self.piece)
             kinds = answer_types(tokens, targets, self.params.w)
