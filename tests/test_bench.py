@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from arbench.cells import build_cell
 from arbench.evaluate.bench import bench_cells, cell_options, ratios, run_bench, throughput
 from arbench.report.bench_figure import bench_figure
 
@@ -45,7 +46,8 @@ def test_recurrent_skipped_over_budget_and_recorded() -> None:
     assert [(s["cell"], s["form"], s["T"]) for s in skipped] == [("additive", "recurrent", 64)]
 
 
-def test_every_registered_cell_has_factorial_width_options() -> None:
+def test_every_registered_cell_is_benchmarked_at_the_factorial_state() -> None:
     for name in bench_cells():
-        opts = cell_options(name)
-        assert opts.get("heads", 1) == 1
+        cell = build_cell(name, 32, **cell_options(name))
+        expected = 0 if name == "attention" else 1024  # attention keeps a growing KV cache
+        assert cell.state_size() == expected, name

@@ -7,7 +7,6 @@ model over 10^5..10^7 tokens, each count in a fresh subprocess so peak RSS is pe
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import platform
@@ -25,6 +24,7 @@ import torch
 
 import arbench
 from arbench.cells import CELLS, build_cell
+from arbench.models.budget import fit
 
 D_MODEL = 32
 STREAM_VOCAB = 130  # the factorial's MQAR vocabulary
@@ -35,11 +35,7 @@ STREAM_MODEL = {
     "cell_options": {"conv": True},
 }
 SINGLE_FORM = {"attention"}  # cells whose "recurrent" form is not a state recurrence
-# Options that put a cell at the factorial width; mamba2 gets one head of 32 x 32 state.
-CELL_OPTIONS: dict[str, dict[str, Any]] = {
-    "mamba2": {"heads": 1, "d_state": 32, "head_dim": 32},
-    "bidirectional": {"inner": "delta_rule", "heads": 1},
-}
+STATE_BUDGET = 1024  # per layer: the factorial's matched state
 
 
 def bench_cells() -> list[str]:
@@ -48,11 +44,8 @@ def bench_cells() -> list[str]:
 
 
 def cell_options(name: str) -> dict[str, Any]:
-    """Constructor options of `name` at the factorial width (one head where it has heads)."""
-    if name in CELL_OPTIONS:
-        return dict(CELL_OPTIONS[name])
-    params = inspect.signature(CELLS[name].__init__).parameters
-    return {"heads": 1} if "heads" in params else {}
+    """Constructor options of `name` at the factorial width and its 1,024-element state."""
+    return fit(name, STREAM_VOCAB, state_per_layer=STATE_BUDGET, d_model=D_MODEL).options
 
 
 def time_train_step(
