@@ -125,3 +125,11 @@ def test_report_collects_flagged_tables_and_figures(smoke_run: Path) -> None:
     html = (smoke_run / "report.html").read_text(errors="replace")
     for name in ("factorial.tex", "factorial.png", "passkey_swar.tex", "cells.tex", "cells.json"):
         assert name in html, name
+
+
+def test_slurm_profile_plans_the_paper_dag() -> None:
+    proc = _sm("-n", "--profile", "profiles/slurm", "results/tables/factorial.tex")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    counts = dict(re.findall(r"^(\w+)\s+(\d+)$", proc.stdout, flags=re.M))
+    assert int(counts["train"]) >= 80
+    assert re.search(r"resources: .*gpu=1", proc.stdout), "paper-scale training asks for a GPU"
