@@ -25,6 +25,7 @@ import torch
 import arbench
 from arbench.cells import CELLS, build_cell
 from arbench.models.budget import fit
+from arbench.train.loop import versions
 
 D_MODEL = 32
 STREAM_VOCAB = 130  # the factorial's MQAR vocabulary
@@ -184,9 +185,7 @@ def machine_info() -> dict[str, Any]:
         "logical_cores": os.cpu_count(),
         "usable_cores": len(affinity) if affinity is not None else os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-        "numpy": np.__version__,
-        "python": platform.python_version(),
+        **versions(),
         "platform": platform.platform(),
     }
 

@@ -22,22 +22,6 @@ def pieces(length: int, piece: int) -> Iterator[tuple[int, int]]:
         yield start, min(length, start + piece)
 
 
-def stream_accuracy(
-    model: LanguageModel, tokens: np.ndarray, targets: np.ndarray, piece: int = 4096
-) -> dict[str, Any]:
-    """Accuracy at supervised positions of (B, T) sequences read piece by piece."""
-    hits, seconds = stream_predictions(model, tokens, targets, piece)
-    total = int((targets != -100).sum())
-    return {
-        "accuracy": int(hits.sum()) / max(1, total),
-        "correct": int(hits.sum()),
-        "supervised": total,
-        "tokens": int(tokens.size),
-        "seconds": seconds,
-        "tokens_per_s": tokens.size / max(seconds, 1e-9),
-    }
-
-
 @torch.no_grad()
 def stream_predictions(
     model: LanguageModel,
