@@ -13,7 +13,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from arbench.cells.base import Form, SequenceMixer, State, merge_heads, register, split_heads
+from arbench.cells.base import (
+    Form,
+    Kernel,
+    SequenceMixer,
+    State,
+    l2_normalize,
+    merge_heads,
+    pick_form,
+    register,
+    split_heads,
+)
 from arbench.cells.scalar_decay import scalar_decay_chunked, scalar_decay_recurrent
 from arbench.cells.short_conv import ShortConv
 
@@ -54,12 +64,8 @@ class AdditiveCell(SequenceMixer):
         """H * d_k * d_v: the matrix memory only (conv tail and parameters excluded)."""
         return self.heads * self.d_k * self.d_v
 
-    def forward(
-        self, x: torch.Tensor, state: State | None = None, form: Form = "chunked"
-    ) -> tuple[torch.Tensor, State]:
-        """Map (B,T,d_model) to (B,T,d_model), carrying dict(S=(B,H,dk,dv), conv=tail|None)."""
-        if form not in ("chunked", "recurrent"):
-            raise ValueError(f"unknown form {form!r}")
+    def prepare(self, x: torch.Tensor, state: State | None) -> tuple[tuple, dict]:
+        """Project, (convolve,) normalise: kernel args (q, k, v, None, S0); state dict(S, conv)."""
         s0 = None if state is None else state["S"]
         tail = None if state is None else state["conv"]
         q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
@@ -68,12 +74,14 @@ class AdditiveCell(SequenceMixer):
             qkv, new_tail = self.conv(torch.cat([q, k, v], dim=-1), tail)
             hk = self.heads * self.d_k
             q, k, v = F.silu(qkv).split([hk, hk, self.heads * self.d_v], dim=-1)
-        q = F.normalize(split_heads(q, self.heads), dim=-1)
-        k = F.normalize(split_heads(k, self.heads), dim=-1)
+        q = l2_normalize(split_heads(q, self.heads))
+        k = l2_normalize(split_heads(k, self.heads))
         v = split_heads(v, self.heads)
-        if form == "chunked":
-            o, s = scalar_decay_chunked(q, k, v, None, s0, self.chunk_size)
-        else:
-            o, s = scalar_decay_recurrent(q, k, v, None, s0)
+        return (q, k, v, None, s0), {"conv": new_tail}
+
+    def kernel(self, form: Form) -> Kernel:
+        return pick_form(form, scalar_decay_chunked, scalar_decay_recurrent, self.chunk_size)
+
+    def finish(self, o: torch.Tensor, s: torch.Tensor, ctx: dict) -> tuple[torch.Tensor, State]:
         o = merge_heads(self.out_norm(o))
-        return self.out_proj(o), {"S": s, "conv": new_tail}
+        return self.out_proj(o), {"S": s, "conv": ctx["conv"]}

@@ -23,6 +23,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from arbench.cells.scan import matrix_scan
+
 
 def _check_shapes(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, beta: torch.Tensor
@@ -171,12 +173,8 @@ def delta_rule_chunked(
     eye = torch.eye(dk, dtype=q.dtype, device=q.device)
     m_mat = (eye if gamma_end is None else gamma_end[..., None, None] * eye) - m_mat
 
-    s = q.new_zeros(b, h, dk, dv) if initial_state is None else initial_state
-    starts = []
-    for m_i, r_i in zip(m_mat.unbind(2), r_mat.unbind(2), strict=True):
-        starts.append(s)
-        s = torch.baddbmm(r_i.flatten(0, 1), m_i.flatten(0, 1), s.flatten(0, 1)).view(b, h, dk, dv)
-    s_start = torch.stack(starts, dim=2)  # (B,H,N,dk,dv): state entering each chunk
+    s0 = q.new_zeros(b, h, dk, dv) if initial_state is None else initial_state
+    s_start, s = matrix_scan(m_mat, r_mat, s0)  # (B,H,N,dk,dv): state entering each chunk
 
     qu, qw = (qk @ sol).split([dv, dk], dim=-1)  # QK^T [U, W], causal (and decay) mask in qk
     q_eff = (q if gamma is None else q * gamma[..., None]) - qw

@@ -7,8 +7,11 @@ diagonal of (I - b k k^T): d_{t,i} = log a_t + log(1 - b_t k_{t,i}^2), written w
 Chunked derivation (chunk of length C, G_t = sum_{r<=t} d_r per channel, S0 the carried state):
     S_t = Diag(e^{G_t}) S0 + sum_{s<=t} Diag(e^{G_t-G_s}) k_s v_s^T,
     o_t = S0^T (q_t * e^{G_t}) + sum_{s<=t} (sum_i q_{t,i} k_{s,i} e^{G_{t,i}-G_{s,i}}) v_s.
-The pairwise (C,C,dk) factors e^{G_t-G_s} are masked to s<=t before exponentiating, so only
-non-positive numbers are ever exponentiated.
+The decayed scores sum_i q_{t,i} k_{s,i} e^{G_{t,i}-G_{s,i}} are built over a binary tree of
+blocks (`dplr._tree_pairwise`): each off-diagonal block factorises through the log-decay at a
+position between s and t, so only non-positive numbers are exponentiated and no (C,C,dk) tensor
+is formed. That is 1.7x (C=8) to 4x (C=32) faster on CPU than the pairwise tensor it replaced
+and allows chunks of 16 (B=32, T=1024, dk=32, forward+backward).
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import math
 import torch
 
 from arbench.cells.delta_rule import _check_shapes, _pad_time
+from arbench.cells.dplr import _check_chunk, _tree_pairwise
+from arbench.cells.scan import diagonal_scan
 
 LOG_DECAY_FLOOR = -30.0  # per-step per-channel log-decay floor of the diagonal ablation
 
@@ -43,61 +48,6 @@ def _check_gla(
     if log_decay.shape != k.shape:
         raise ValueError(f"log_decay must match k {tuple(k.shape)}, got {tuple(log_decay.shape)}")
     return _check_shapes(q, k, v, log_decay[..., 0])
-
-
-def _pair_decay(g: torch.Tensor) -> torch.Tensor:
-    """e^{G_t - G_s} for s <= t and 0 above the diagonal, shape (..., C_t, C_s, dk).
-
-    The s > t entries are masked to -inf before exponentiating, so nothing overflows.
-    """
-    c = g.shape[-2]
-    upper = torch.ones(c, c, dtype=torch.bool, device=g.device).triu(1)
-    diff = g[..., :, None, :] - g[..., None, :, :]
-    return diff.masked_fill_(upper[..., None], float("-inf")).exp_()
-
-
-BLOCK_ELEMENTS = 1 << 16  # pairwise (C,C,dk) entries per slice: temporaries stay in L2
-
-
-def _slices(n: int, per_item: int) -> list[slice]:
-    """Split a leading axis of n items so each slice holds about BLOCK_ELEMENTS entries."""
-    step = max(1, BLOCK_ELEMENTS // max(per_item, 1))
-    return [slice(i, i + step) for i in range(0, n, step)]
-
-
-class _PairwiseScores(torch.autograd.Function):
-    """scores_ts = sum_i q_ti k_si e^{G_ti - G_si} (s <= t), with a hand-written backward.
-
-    The (C,C,dk) decay tensors are built a cache-sized group of chunks at a time and rebuilt in
-    the backward instead of saved, so nothing pairwise streams through main memory (1.5x faster
-    on CPU); dG follows from dq and dk because G enters as q e^{G_t}, k e^{-G_s}.
-    """
-
-    @staticmethod
-    def forward(ctx, q: torch.Tensor, k: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
-        lead, (c, dk) = q.shape[:-2], q.shape[-2:]
-        q, k, g = (x.reshape(-1, c, dk) for x in (q, k, g))  # all (batch, head, chunk) rows
-        out = q.new_empty(q.shape[0], c, c)
-        for sl in _slices(q.shape[0], c * c * dk):
-            pair = _pair_decay(g[sl]).mul_(k[sl, None, :, :]).mul_(q[sl, :, None, :])
-            torch.sum(pair, -1, out=out[sl])
-        ctx.save_for_backward(q, k, g)
-        ctx.lead = lead
-        return out.view(*lead, c, c)
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, d_scores: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        q, k, g = ctx.saved_tensors
-        c, dk = q.shape[-2:]
-        d_scores = d_scores.reshape(-1, c, c)
-        dq, dk_ = torch.empty_like(q), torch.empty_like(k)
-        for sl in _slices(q.shape[0], c * c * dk):
-            weighted = _pair_decay(g[sl]).mul_(d_scores[sl, :, :, None])
-            torch.sum(weighted * k[sl, None, :, :], -2, out=dq[sl])
-            torch.sum(weighted.mul_(q[sl, :, None, :]), -3, out=dk_[sl])
-        dg = q * dq - k * dk_
-        return tuple(x.view(*ctx.lead, c, dk) for x in (dq, dk_, dg))
 
 
 def gated_linear_attention_recurrent(
@@ -129,15 +79,16 @@ def gated_linear_attention_chunked(
     v: torch.Tensor,
     log_decay: torch.Tensor,
     initial_state: torch.Tensor | None = None,
-    chunk_size: int = 8,
+    chunk_size: int = 16,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Chunkwise-parallel gated linear attention; equals the recurrent form, much faster.
 
-    Intra-chunk scores come from a masked pairwise (C,C,dk) decay tensor; chunks are batched and
-    only the state carry loops over chunks.
+    Intra-chunk scores come from the tree of decayed blocks; chunks are batched and only the
+    state carry loops over chunks. chunk_size must be a power of two.
     """
     b, h, t, dk, dv = _check_gla(q, k, v, log_decay)
     c = chunk_size
+    _check_chunk(c)
     n = -(-t // c) if t > 0 else 0
     if n == 0:
         s0 = q.new_zeros(b, h, dk, dv) if initial_state is None else initial_state
@@ -151,18 +102,16 @@ def gated_linear_attention_chunked(
     g = log_decay.cumsum(-2)  # (B,H,N,C,dk)
     g_end = g[..., -1:, :]
 
-    intra = _PairwiseScores.apply(q, k, g) @ v
+    gy = g[..., None, :]
+    scores = _tree_pairwise(q[..., None, :], gy, k[..., None, :], gy, 1)[..., 0, 0, :, :]
+    intra = scores @ v
 
     # State carry: S_{n+1} = Diag(e^{G_C}) S_n + (k * e^{G_C - G})^T v.
     k_end = k * (g_end - g).exp()
     r_mat = k_end.transpose(-1, -2) @ v  # (B,H,N,dk,dv)
     a_end = g_end.exp().transpose(-1, -2)  # (B,H,N,dk,1)
-    s = q.new_zeros(b, h, dk, dv) if initial_state is None else initial_state
-    starts = []
-    for a_i, r_i in zip(a_end.unbind(2), r_mat.unbind(2), strict=True):
-        starts.append(s)
-        s = a_i * s + r_i
-    s_start = torch.stack(starts, dim=2)
+    s0 = q.new_zeros(b, h, dk, dv) if initial_state is None else initial_state
+    s_start, s = diagonal_scan(a_end, r_mat, s0)
 
     o = (q * g.exp()) @ s_start + intra
     o = o.reshape(b, h, n * c, dv)[:, :, :t]
@@ -190,7 +139,7 @@ def diagonal_chunked(
     beta: torch.Tensor,
     log_alpha: torch.Tensor | None = None,
     initial_state: torch.Tensor | None = None,
-    chunk_size: int = 8,
+    chunk_size: int = 16,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Chunkwise-parallel diagonal ablation; same result as `diagonal_recurrent`."""
     _check_shapes(q, k, v, beta)

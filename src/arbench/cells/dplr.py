@@ -31,6 +31,9 @@ from collections.abc import Iterator
 import torch
 import torch.nn.functional as F
 
+from arbench.cells.delta_rule import _UnitLowerInverse
+from arbench.cells.scan import matrix_scan
+
 
 def _check(
     q: torch.Tensor,
@@ -202,12 +205,7 @@ def _carry_and_read(
     t: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Loop S_{n+1} = M_n S_n + R_n over chunks, then O = q_eff S_n + o_intra, cut to T."""
-    s = s0
-    starts = []
-    for m_i, r_i in zip(m_mat.unbind(2), r_mat.unbind(2), strict=True):
-        starts.append(s)
-        s = m_i @ s + r_i
-    s_start = torch.stack(starts, dim=2)  # (B,H,N,dk,dv): state entering each chunk
+    s_start, s = matrix_scan(m_mat, r_mat, s0)  # (B,H,N,dk,dv): state entering each chunk
     o = q_eff @ s_start + o_intra
     return o.flatten(2, 3)[:, :, :t], s
 
@@ -254,7 +252,7 @@ def dplr_chunked(
     (a_qk, a_qb), (a_ak, a_ab) = (row.unbind(-3) for row in pw.unbind(-4))
 
     rhs = torch.cat([a * ge.exp(), a_ak @ v], dim=-1)
-    sol = torch.linalg.solve_triangular(-a_ab, rhs, upper=False, unitriangular=True)  # [W | U]
+    sol = _UnitLowerInverse.apply(-a_ab) @ rhs  # [W | U] = (I - A_ab)^{-1} rhs
 
     g_end = g[..., -1:, :]  # (B,H,N,1,dk)
     to_end = (g_end - g).clamp(max=0.0).exp()
@@ -335,7 +333,7 @@ def kda_chunked(
     q_beta, p_beta = (m[..., 0, :, :] * beta[..., None, :] for m in pw.unbind(-4))
 
     rhs = torch.cat([k * g.exp(), p_beta @ v], dim=-1)
-    sol = torch.linalg.solve_triangular(p_beta, rhs, upper=False, unitriangular=True)
+    sol = _UnitLowerInverse.apply(p_beta) @ rhs  # (I + P diag(beta))^{-1} rhs
     w_mat, u_mat = sol.split([dk, dv], dim=-1)
     wv = torch.cat([w_mat, v - u_mat], dim=-1)  # [W | V - U]
 

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from arbench.cells.base import Form, SequenceMixer, State, register
+from arbench.cells.base import Form, Kernel, SequenceMixer, State, l2_normalize, pick_form, register
 from arbench.cells.dplr import kda_chunked, kda_recurrent
 from arbench.cells.short_conv import ShortConv
 
@@ -73,9 +73,8 @@ class KimiDeltaAttention(SequenceMixer):
         z = self.f_proj(x).unflatten(-1, (self.heads, self.d_k)).transpose(1, 2)
         return kda_log_decay(z, self.a_log[:, None, :])
 
-    def forward(
-        self, x: torch.Tensor, state: State | None = None, form: Form = "chunked"
-    ) -> tuple[torch.Tensor, State]:
+    def prepare(self, x: torch.Tensor, state: State | None) -> tuple[tuple, dict]:
+        """Kernel args (q, k, v, beta, log_alpha, S0) after the short conv, SiLU and L2 norms."""
         h, dk, dv = self.heads, self.d_k, self.d_v
         s0 = None if state is None else state["S"]
         tail = None if state is None else state["conv"]
@@ -83,16 +82,16 @@ class KimiDeltaAttention(SequenceMixer):
         qkv, tail = self.conv(qkv, tail)
         q, k, v = F.silu(qkv).split([h * dk, h * dk, h * dv], dim=-1)
         q, k, v = (y.unflatten(-1, (h, -1)).transpose(1, 2) for y in (q, k, v))  # (B,H,T,d)
-        q = F.normalize(q, dim=-1) * dk**-0.5
-        k = F.normalize(k, dim=-1)
+        q = l2_normalize(q) * dk**-0.5
+        k = l2_normalize(k)
         beta = torch.sigmoid(self.b_proj(x)).transpose(1, 2)  # (B,H,T)
-        log_alpha = self.log_decay(x)
-        if form == "chunked":
-            o, s = kda_chunked(q, k, v, beta, log_alpha, s0, self.chunk_size)
-        elif form == "recurrent":
-            o, s = kda_recurrent(q, k, v, beta, log_alpha, s0)
-        else:
-            raise ValueError(f"unknown form {form!r}")
+        return (q, k, v, beta, self.log_decay(x), s0), {"x": x, "conv": tail}
+
+    def kernel(self, form: Form) -> Kernel:
+        return pick_form(form, kda_chunked, kda_recurrent, self.chunk_size)
+
+    def finish(self, o: torch.Tensor, s: torch.Tensor, ctx: dict) -> tuple[torch.Tensor, State]:
+        """Per-head RMSNorm, sigmoid output gate, out-projection; state dict(S, conv)."""
         o = self.o_norm(o.transpose(1, 2))  # (B,T,H,dv), normalised per head
-        o = o.flatten(-2) * torch.sigmoid(self.g_proj(x))
-        return self.o_proj(o), {"S": s, "conv": tail}
+        o = o.flatten(-2) * torch.sigmoid(self.g_proj(ctx["x"]))
+        return self.o_proj(o), {"S": s, "conv": ctx["conv"]}

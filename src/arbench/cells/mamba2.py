@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from arbench.cells.base import Form, SequenceMixer, State, register
+from arbench.cells.base import Form, Kernel, SequenceMixer, State, pick_form, register
 from arbench.cells.scalar_decay import scalar_decay_chunked, scalar_decay_recurrent
 from arbench.cells.short_conv import ShortConv
 
@@ -78,12 +78,8 @@ class Mamba2Cell(SequenceMixer):
         """heads * d_state * head_dim: the SSM state only (conv tail and parameters excluded)."""
         return self.heads * self.d_state * self.head_dim
 
-    def forward(
-        self, x: torch.Tensor, state: State | None = None, form: Form = "chunked"
-    ) -> tuple[torch.Tensor, State]:
-        """Map (B,T,d_model) to (B,T,d_model), carrying dict(S=(B,H,N,P), conv=(B,K-1,C))."""
-        if form not in ("chunked", "recurrent"):
-            raise ValueError(f"unknown form {form!r}")
+    def prepare(self, x: torch.Tensor, state: State | None) -> tuple[tuple, dict]:
+        """Kernel args (C, B, dt*x, dt*A, S0) with C, B shared by all heads (head axis 1)."""
         s0 = None if state is None else state["S"]
         tail = None if state is None else state["conv"]
         b, t, _ = x.shape
@@ -96,11 +92,16 @@ class Mamba2Cell(SequenceMixer):
         xs = xs.reshape(b, t, h, p).transpose(1, 2)  # (B,H,T,P)
         v = xs * dt[..., None]
         q, k = cmat[:, None], bmat[:, None]  # (B,1,T,N): one group shared by all heads
-        if form == "chunked":
-            y, s = scalar_decay_chunked(q, k, v, log_decay, s0, self.chunk_size)
-        else:
-            y, s = scalar_decay_recurrent(q, k, v, log_decay, s0)
-        y = y + self.D[:, None, None] * xs
+        return (q, k, v, log_decay, s0), {"xs": xs, "z": z, "conv": new_tail}
+
+    def kernel(self, form: Form) -> Kernel:
+        return pick_form(form, scalar_decay_chunked, scalar_decay_recurrent, self.chunk_size)
+
+    def finish(self, o: torch.Tensor, s: torch.Tensor, ctx: dict) -> tuple[torch.Tensor, State]:
+        """D skip, SiLU(z) gate, RMSNorm, out-projection; state dict(S=(B,H,N,P), conv=tail)."""
+        xs = ctx["xs"]
+        b, _, t, _ = xs.shape
+        y = o + self.D[:, None, None] * xs
         y = y.transpose(1, 2).reshape(b, t, self.d_inner)
-        y = self.norm(y * F.silu(z))
-        return self.out_proj(y), {"S": s, "conv": new_tail}
+        y = self.norm(y * F.silu(ctx["z"]))
+        return self.out_proj(y), {"S": s, "conv": ctx["conv"]}

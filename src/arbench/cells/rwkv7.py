@@ -18,10 +18,9 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from arbench.cells.base import Form, SequenceMixer, State, register
+from arbench.cells.base import Form, Kernel, SequenceMixer, State, l2_normalize, pick_form, register
 from arbench.cells.dplr import dplr_chunked, dplr_recurrent, rwkv7_to_dplr
 
 LOG_W_SCALE = -0.606531  # -e^-0.5: log w = LOG_W_SCALE * sigmoid(.)
@@ -72,9 +71,8 @@ class RWKV7TimeMix(SequenceMixer):
         """Recurrent state elements: heads * dk * dk (value width equals key width)."""
         return self.heads * self.d_k * self.d_k
 
-    def forward(
-        self, x: torch.Tensor, state: State | None = None, form: Form = "chunked"
-    ) -> tuple[torch.Tensor, State]:
+    def prepare(self, x: torch.Tensor, state: State | None) -> tuple[tuple, dict]:
+        """Token shift and projections: DPLR kernel args (r, k~, v, log w, a, b, S0)."""
         h, dk = self.heads, self.d_k
         s0 = None if state is None else state["S"]
         new_state: dict[str, torch.Tensor] = {}
@@ -93,18 +91,21 @@ class RWKV7TimeMix(SequenceMixer):
         r, k, v = heads(self.r_proj(xr)), heads(self.k_proj(xk)), heads(self.v_proj(xv))
         log_w = heads(LOG_W_SCALE * torch.sigmoid(self.w_proj(xw)))
         a = heads(torch.sigmoid(self.a_proj(xa)))
-        kk = F.normalize(k * self.k_k.view(h, 1, dk), dim=-1)
+        kk = l2_normalize(k * self.k_k.view(h, 1, dk))
         k = k * (1.0 + (a - 1.0) * self.k_a.view(h, 1, dk))
         kw, log_w, ra, rb = rwkv7_to_dplr(k, log_w, kk, a)
-        if form == "chunked":
-            o, s = dplr_chunked(r, kw, v, log_w, ra, rb, s0, self.chunk_size)
-        elif form == "recurrent":
-            o, s = dplr_recurrent(r, kw, v, log_w, ra, rb, s0)
-        else:
-            raise ValueError(f"unknown form {form!r}")
+        ctx = {"r": r, "k": k, "v": v, "xg": xg, "state": new_state}
+        return (r, kw, v, log_w, ra, rb, s0), ctx
+
+    def kernel(self, form: Form) -> Kernel:
+        return pick_form(form, dplr_chunked, dplr_recurrent, self.chunk_size)
+
+    def finish(self, o: torch.Tensor, s: torch.Tensor, ctx: dict) -> tuple[torch.Tensor, State]:
+        """GroupNorm per head, bonus term, output gate and projection."""
+        h, dk = self.heads, self.d_k
+        r, k, v = ctx["r"], ctx["k"], ctx["v"]
         bsz, _, t, _ = o.shape
         o = self.ln_x(o.transpose(1, 2).reshape(bsz * t, h * dk)).reshape(bsz, t, h, dk)
         bonus = (r * k * self.r_k[:, None, :]).sum(-1, keepdim=True) * v  # (B,H,T,dk)
-        o = (o + bonus.transpose(1, 2)).flatten(-2) * torch.sigmoid(self.g_proj(xg))
-        new_state["S"] = s
-        return self.o_proj(o), new_state
+        o = (o + bonus.transpose(1, 2)).flatten(-2) * torch.sigmoid(self.g_proj(ctx["xg"]))
+        return self.o_proj(o), {**ctx["state"], "S": s}

@@ -24,6 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
+from arbench.cells.scan import diagonal_scan
+
 
 def _check(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, log_decay: torch.Tensor | None
@@ -176,12 +178,7 @@ def scalar_decay_chunked(
         q_in, k_out, chunk_decay = qc, kc, None
     writes = k_out.transpose(-1, -2) @ vc  # (B,H,N,dk,dv): each chunk's own contribution
 
-    starts = []
-    for i in range(n):
-        starts.append(s)
-        if chunk_decay is not None:
-            s = chunk_decay[:, :, i, None, None] * s
-        s = s + writes[:, :, i]
-    s_start = torch.stack(starts, dim=2)  # (B,H,N,dk,dv): state entering each chunk
+    decay = None if chunk_decay is None else chunk_decay[..., None, None]
+    s_start, s = diagonal_scan(decay, writes, s)  # (B,H,N,dk,dv): state entering each chunk
     o = q_in @ s_start + intra
     return o.reshape(b, h, n * c, dv)[:, :, :t], s
