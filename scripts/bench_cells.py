@@ -18,8 +18,10 @@ result = run_bench(
     max_recurrent_seconds=float(cfg.get("max_recurrent_seconds", 120.0)),
     log=log,
 )
-for cell, by_t in ratios(result).items():
-    log(f"{cell}: chunked/recurrent " + ", ".join(f"T={t}: {r:.1f}x" for t, r in by_t.items()))
+for scope in ("cell", "kernel"):
+    for cell, by_t in ratios(result, scope).items():
+        speedups = ", ".join(f"T={t}: {r:.1f}x" for t, r in by_t.items())
+        log(f"{cell} ({scope}): chunked/recurrent {speedups}")
 atomic_write_json(snakemake.output.json, result)
 bench_figure(result, [snakemake.output.png, snakemake.output.pdf])
 log(f"wrote {snakemake.output.json}, {snakemake.output.png} and {snakemake.output.pdf}")

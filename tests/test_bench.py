@@ -34,6 +34,9 @@ def test_run_bench_shape_and_positive_numbers(tmp_path) -> None:
         assert row["seconds"] > 0 and row["peak_rss_mb"] > 0
     assert result["machine"]["torch_threads"] >= 1 and result["machine"]["torch"]
     assert set(ratios(result)) == {"delta_rule", "bidirectional"}
+    # the recurrence alone is timed too, for cells that have one (not the wrapper, not attention)
+    assert set(ratios(result, "kernel")) == {"delta_rule"}
+    assert {r["scope"] for r in result["throughput"]} == {"cell", "kernel"}
     outputs = [tmp_path / "cells.png", tmp_path / "cells.pdf"]
     bench_figure(result, outputs)
     assert all(p.stat().st_size > 0 for p in outputs)
@@ -43,7 +46,8 @@ def test_recurrent_skipped_over_budget_and_recorded() -> None:
     rows, skipped = throughput(["additive"], [8, 64], 2, repeats=1, max_recurrent_seconds=0.0)
     forms = {(r["form"], r["T"]) for r in rows}
     assert forms == {("chunked", 8), ("recurrent", 8), ("chunked", 64)}
-    assert [(s["cell"], s["form"], s["T"]) for s in skipped] == [("additive", "recurrent", 64)]
+    got = [(s["cell"], s["scope"], s["form"], s["T"]) for s in skipped]
+    assert got == [("additive", scope, "recurrent", 64) for scope in ("cell", "kernel")]
 
 
 def test_every_registered_cell_is_benchmarked_at_the_factorial_state() -> None:

@@ -40,7 +40,7 @@ class AdditiveCell(SequenceMixer):
         d_v: int | None = None,
         conv: bool = False,
         conv_kernel: int = 4,
-        chunk_size: int = 64,
+        chunk_size: int = 32,
     ) -> None:
         super().__init__()
         if d_model % heads and (d_k is None or d_v is None):

@@ -39,7 +39,7 @@ class KimiDeltaAttention(SequenceMixer):
         d_k: int | None = None,
         d_v: int | None = None,
         conv_kernel: int = 4,
-        chunk_size: int = 32,
+        chunk_size: int = 16,
     ) -> None:
         super().__init__()
         if d_model % heads and (d_k is None or d_v is None):

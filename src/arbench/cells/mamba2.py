@@ -48,7 +48,7 @@ class Mamba2Cell(SequenceMixer):
         head_dim: int | None = None,
         expand: int = 2,
         conv_kernel: int = 4,
-        chunk_size: int = 64,
+        chunk_size: int = 32,
     ) -> None:
         super().__init__()
         if head_dim is None:

@@ -36,7 +36,7 @@ class RWKV7TimeMix(SequenceMixer):
         d_model: int,
         heads: int = 1,
         d_k: int | None = None,
-        chunk_size: int = 32,
+        chunk_size: int = 16,
         token_shift: bool = True,
     ) -> None:
         super().__init__()

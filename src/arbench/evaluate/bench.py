@@ -24,6 +24,7 @@ import torch
 
 import arbench
 from arbench.cells import CELLS, build_cell
+from arbench.cells.base import SequenceMixer
 from arbench.models.budget import fit
 from arbench.train.loop import versions
 
@@ -68,6 +69,43 @@ def time_train_step(
     return times
 
 
+def has_kernel(cell: SequenceMixer) -> bool:
+    """Whether the cell runs a recurrence kernel of its own (prepare -> kernel -> finish)."""
+    return type(cell).prepare is not SequenceMixer.prepare
+
+
+def kernel_inputs(cell: SequenceMixer, x: torch.Tensor) -> tuple[Any, ...]:
+    """The exact arguments (values, strides) the cell passes its kernel for input x."""
+    with torch.no_grad():
+        args, _ = cell.prepare(x, None)
+    return args
+
+
+def time_kernel_step(
+    cell: SequenceMixer, args: tuple[Any, ...], form: str, warmup: int, repeats: int, seed: int
+) -> list[float]:
+    """Seconds of each timed forward+backward of the cell's kernel alone on `args`.
+
+    Gradients flow to every floating-point tensor argument, as they do inside the cell; the
+    loss is sum(o * proj) with a dense random proj shaped like the kernel's output.
+    """
+    kernel = cell.kernel(form)
+    leaves = [a.detach().requires_grad_(True) if torch.is_tensor(a) else a for a in args]
+    # every kernel takes (q, k, v, ...) and returns outputs shaped like v
+    proj = torch.randn(args[2].shape, generator=torch.Generator().manual_seed(seed))
+    times = []
+    for i in range(warmup + repeats):
+        for a in leaves:
+            if torch.is_tensor(a):
+                a.grad = None
+        t0 = time.perf_counter()
+        o, _ = kernel(*leaves)
+        (o * proj).sum().backward()
+        if i >= warmup:
+            times.append(time.perf_counter() - t0)
+    return times
+
+
 def throughput(
     cells: list[str],
     lengths: list[int],
@@ -78,10 +116,13 @@ def throughput(
     seed: int = 0,
     log: Callable[[str], None] | None = None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Training tokens/s per (cell, form, T); returns (measurements, skipped recurrent runs).
+    """Training tokens/s per (cell, scope, form, T); returns (measurements, skipped runs).
 
-    The recurrent form is skipped where its time, extrapolated linearly in T from the previous
-    length, would exceed `max_recurrent_seconds` for warmup + repeats steps.
+    Scope "cell" times the whole cell (projections, convs, norms and the recurrence); scope
+    "kernel" times the recurrence alone on the inputs the cell feeds it, which isolates what
+    the chunked form accelerates. The recurrent form is skipped where its time, extrapolated
+    linearly in T from the previous length, would exceed `max_recurrent_seconds` for
+    warmup + repeats steps.
     """
     rows: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = []
@@ -91,26 +132,33 @@ def throughput(
             torch.manual_seed(seed)
             cell = build_cell(name, D_MODEL, **cell_options(name))
         forms = ["chunked"] if name in SINGLE_FORM else ["chunked", "recurrent"]
-        per_token: float | None = None  # recurrent seconds per token of the last length
+        scopes = ["cell", "kernel"] if has_kernel(cell) else ["cell"]
+        per_token: dict[str, float] = {}  # recurrent seconds per token of the last length
         for t in sorted(lengths):
             x = torch.randn(batch, t, D_MODEL, generator=gen)
             proj = torch.randn(batch, t, D_MODEL, generator=gen)
-            for form in forms:
-                row = {"cell": name, "form": form, "T": t, "B": batch}
-                if form == "recurrent" and per_token is not None:
-                    predicted = per_token * batch * t * (warmup + repeats)
-                    if predicted > max_recurrent_seconds:
-                        skipped.append({**row, "predicted_seconds": predicted})
-                        if log:
-                            log(f"{name} {form} T={t}: skipped (~{predicted:.0f}s predicted)")
-                        continue
-                times = time_train_step(cell, x, proj, form, warmup, repeats)
-                median = statistics.median(times)
-                if form == "recurrent":
-                    per_token = median / (batch * t)
-                rows.append({**row, "tokens_per_s": batch * t / median, "seconds": median})
-                if log:
-                    log(f"{name} {form} T={t} B={batch}: {batch * t / median:,.0f} tokens/s")
+            args = kernel_inputs(cell, x) if "kernel" in scopes else ()
+            for scope in scopes:
+                for form in forms:
+                    row = {"cell": name, "scope": scope, "form": form, "T": t, "B": batch}
+                    if form == "recurrent" and scope in per_token:
+                        predicted = per_token[scope] * batch * t * (warmup + repeats)
+                        if predicted > max_recurrent_seconds:
+                            skipped.append({**row, "predicted_seconds": predicted})
+                            if log:
+                                log(f"{name} {scope} {form} T={t}: skipped (~{predicted:.0f}s)")
+                            continue
+                    if scope == "cell":
+                        times = time_train_step(cell, x, proj, form, warmup, repeats)
+                    else:
+                        times = time_kernel_step(cell, args, form, warmup, repeats, seed)
+                    median = statistics.median(times)
+                    if form == "recurrent":
+                        per_token[scope] = median / (batch * t)
+                    tps = batch * t / median
+                    rows.append({**row, "tokens_per_s": tps, "seconds": median, "times": times})
+                    if log:
+                        log(f"{name} {scope} {form} T={t} B={batch}: {tps:,.0f} tokens/s")
     return rows, skipped
 
 
@@ -231,9 +279,13 @@ def run_bench(
     }
 
 
-def ratios(result: dict[str, Any]) -> dict[str, dict[int, float]]:
+def ratios(result: dict[str, Any], scope: str = "cell") -> dict[str, dict[int, float]]:
     """chunked / recurrent tokens/s per cell and T (where both forms were measured)."""
-    tps = {(r["cell"], r["form"], r["T"]): r["tokens_per_s"] for r in result["throughput"]}
+    tps = {
+        (r["cell"], r["form"], r["T"]): r["tokens_per_s"]
+        for r in result["throughput"]
+        if r.get("scope", "cell") == scope
+    }
     out: dict[str, dict[int, float]] = {}
     for (cell, form, t), v in tps.items():
         if form == "chunked" and (cell, "recurrent", t) in tps:

@@ -7,17 +7,43 @@ from typing import Any
 
 from arbench.report.figures import _save, plt
 
+GOAL_RATIO = 10.0  # issue 3: chunked >= 10x recurrent at T = 1024
+
+
+def _speedup_panel(ax: Any, result: dict[str, Any]) -> None:
+    """Bars of chunked/recurrent at the largest T measured for both, cell and kernel scope."""
+    from arbench.evaluate.bench import ratios
+
+    by_scope = {scope: ratios(result, scope) for scope in ("cell", "kernel")}
+    cells = sorted(set(by_scope["cell"]) | set(by_scope["kernel"]))
+    if not cells:
+        return
+    common = set.intersection(*(set(v) for s in by_scope.values() for v in s.values()))
+    t_show = 1024 if 1024 in common else max(common, default=None)
+    width = 0.4
+    for j, (scope, color) in enumerate((("cell", "C0"), ("kernel", "C1"))):
+        vals = [by_scope[scope].get(c, {}).get(t_show, 0.0) for c in cells]
+        xs = [i + (j - 0.5) * width for i in range(len(cells))]
+        ax.bar(xs, vals, width, color=color, label=f"{scope} alone" if j else "whole cell")
+    ax.axhline(GOAL_RATIO, color="k", linestyle=":", linewidth=1)
+    ax.set_xticks(range(len(cells)), cells, rotation=60, ha="right", fontsize=6)
+    ax.set_ylabel("chunked / recurrent")
+    ax.set_title(f"speed-up at T={t_show} (dotted: 10x goal)", fontsize=8)
+    ax.legend(fontsize=6)
+
 
 def bench_figure(result: dict[str, Any], outputs: list[str | Path]) -> None:
-    """Left: training tokens/s per cell (solid chunked, dashed recurrent) vs T; right: streaming."""
-    fig, (ax, ax_s) = plt.subplots(1, 2, figsize=(9.0, 3.6))
-    cells = sorted({r["cell"] for r in result["throughput"]})
+    """Cell training tokens/s vs T (solid chunked, dashed recurrent); chunked/recurrent speed-up
+    of whole cells and of their kernels alone; streaming time and peak memory."""
+    fig, (ax, ax_b, ax_s) = plt.subplots(1, 3, figsize=(13.0, 3.8))
+    cell_rows = [r for r in result["throughput"] if r.get("scope", "cell") == "cell"]
+    cells = sorted({r["cell"] for r in cell_rows})
     colors = plt.get_cmap("tab10")
     for i, cell in enumerate(cells):
         for form, style in (("chunked", "-"), ("recurrent", "--")):
             pts = sorted(
                 (r["T"], r["tokens_per_s"])
-                for r in result["throughput"]
+                for r in cell_rows
                 if r["cell"] == cell and r["form"] == form
             )
             if pts:
@@ -31,6 +57,7 @@ def bench_figure(result: dict[str, Any], outputs: list[str | Path]) -> None:
     batch = result["throughput"][0]["B"] if result["throughput"] else "?"
     ax.set_title(f"cells at d_model 32, B={batch} (solid chunked, dashed recurrent)", fontsize=8)
     ax.legend(fontsize=6, ncol=2)
+    _speedup_panel(ax_b, result)
     stream = sorted(result["streaming"], key=lambda r: r["tokens"])
     if stream:
         xs = [r["tokens"] for r in stream]

@@ -1,0 +1,114 @@
+"""The shared building blocks of the cells: chunk-carry scans, L2 norm, short conv, the
+prepare -> kernel -> finish split (what the benchmark times as a cell's kernel)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from arbench.cells import build_cell
+from arbench.cells.base import l2_normalize, pick_form
+from arbench.cells.scan import diagonal_scan, matrix_scan
+from arbench.cells.short_conv import ShortConv
+from arbench.evaluate.bench import cell_options, has_kernel, kernel_inputs
+
+F64 = torch.float64
+
+
+def loop_scan(step, writes: torch.Tensor, s0: torch.Tensor):
+    """Reference: S_{n+1} = step(n, S_n) + R_n with autograd through every step."""
+    s, starts = s0, []
+    for i in range(writes.shape[2]):
+        starts.append(s)
+        s = step(i, s) + writes[:, :, i]
+    return torch.stack(starts, 2), s
+
+
+def draw(*shape: int, seed: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=F64)
+
+
+@pytest.mark.parametrize("decay_shape", [(2, 3, 5, 4, 1), (2, 3, 5, 1, 1), None])
+def test_diagonal_scan_matches_loop_forward_and_gradients(decay_shape) -> None:
+    w, s0 = draw(2, 3, 5, 4, 3, seed=1), draw(2, 3, 4, 3, seed=2)
+    a = None if decay_shape is None else torch.rand(decay_shape, dtype=F64)
+    leaves = [x.requires_grad_(True) for x in (w, s0) + ((a,) if a is not None else ())]
+    got = diagonal_scan(a, w, s0)
+    want = loop_scan(lambda i, s: s if a is None else a[:, :, i] * s, w, s0)
+    proj = [draw(*x.shape, seed=3 + i) for i, x in enumerate(want)]
+
+    def loss(outs) -> torch.Tensor:
+        return sum((x * p).sum() for x, p in zip(outs, proj, strict=True))
+
+    g_got = torch.autograd.grad(loss(got), leaves)
+    g_want = torch.autograd.grad(loss(want), leaves)
+    for x, y in zip((*got, *g_got), (*want, *g_want), strict=True):
+        torch.testing.assert_close(x, y, rtol=1e-12, atol=1e-12)
+
+
+def test_matrix_scan_matches_loop_and_passes_gradcheck() -> None:
+    m = (0.5 * draw(2, 2, 4, 3, 3, seed=4)).requires_grad_(True)
+    r, s0 = draw(2, 2, 4, 3, 2, seed=5).requires_grad_(True), draw(2, 2, 3, 2, seed=6)
+    s0.requires_grad_(True)
+    want = loop_scan(lambda i, s: m[:, :, i] @ s, r, s0)
+    for x, y in zip(matrix_scan(m, r, s0), want, strict=True):
+        torch.testing.assert_close(x, y, rtol=1e-12, atol=1e-12)
+    assert torch.autograd.gradcheck(matrix_scan, (m, r, s0))
+    assert torch.autograd.gradcheck(lambda *x: matrix_scan(*x)[1], (m, r, s0))  # final only
+
+
+def test_scan_detects_a_wrong_carry() -> None:
+    """Corruption: a state carried with the transposed transition no longer matches."""
+    m, r, s0 = draw(1, 1, 3, 3, 3, seed=7), draw(1, 1, 3, 3, 2, seed=8), draw(1, 1, 3, 2, seed=9)
+    wrong = loop_scan(lambda i, s: m[:, :, i].transpose(-1, -2) @ s, r, s0)
+    assert not torch.allclose(matrix_scan(m, r, s0)[1], wrong[1])
+
+
+def test_l2_normalize_matches_f_normalize_including_zero_rows() -> None:
+    x = draw(4, 5, 6, seed=10)
+    x[0, 0] = 0.0  # clamped norm
+    x.requires_grad_(True)
+    g = draw(4, 5, 6, seed=11)
+    got = l2_normalize(x)
+    want = F.normalize(x, dim=-1)
+    torch.testing.assert_close(got, want, rtol=1e-14, atol=1e-14)
+    (dx_got,) = torch.autograd.grad((got * g).sum(), x)
+    (dx_want,) = torch.autograd.grad((want * g).sum(), x)
+    torch.testing.assert_close(dx_got, dx_want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("t", [0, 1, 3, 19])
+def test_short_conv_is_a_causal_depthwise_correlation(t: int) -> None:
+    conv = ShortConv(5, 4).to(F64)
+    x = draw(2, t, 5, seed=12).requires_grad_(True)
+    tail = draw(2, 3, 5, seed=13)
+    y, new_tail = conv(x, tail)
+    xp = torch.cat([tail, x], 1)
+    w = conv.conv.weight[:, 0, :]
+    want = sum(xp[:, j : j + t] * w[:, j] for j in range(4))
+    torch.testing.assert_close(y, want if t else x, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(new_tail, xp[:, -3:])
+    if t:
+        assert torch.autograd.gradcheck(lambda x, w: conv(x, tail)[0], (x, conv.conv.weight))
+
+
+def test_pick_form_rejects_unknown_forms() -> None:
+    with pytest.raises(ValueError, match="unknown form"):
+        pick_form("parallel", lambda: None, lambda: None, 8)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", ["additive", "delta_rule", "diagonal", "mamba2", "kda", "rwkv7"])
+def test_kernel_alone_reproduces_the_cell(name: str) -> None:
+    """What the benchmark times as the kernel is exactly what the cell runs between
+    `prepare` and `finish`."""
+    torch.manual_seed(0)
+    cell = build_cell(name, 32, **cell_options(name))
+    x = torch.randn(2, 40, 32)
+    assert has_kernel(cell)
+    for form in ("chunked", "recurrent"):
+        o, s = cell.kernel(form)(*kernel_inputs(cell, x))
+        _, ctx = cell.prepare(x, None)
+        y, _ = cell.finish(o, s, ctx)
+        torch.testing.assert_close(y, cell(x, form=form)[0])
+    assert not has_kernel(build_cell("attention", 32))
