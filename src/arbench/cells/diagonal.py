@@ -21,7 +21,7 @@ import math
 import torch
 
 from arbench.cells.delta_rule import _check_shapes, _pad_time
-from arbench.cells.dplr import _check_chunk, _tree_pairwise
+from arbench.cells.dplr import _check_chunk, decayed_pairwise
 from arbench.cells.scan import diagonal_scan
 
 LOG_DECAY_FLOOR = -30.0  # per-step per-channel log-decay floor of the diagonal ablation
@@ -103,7 +103,7 @@ def gated_linear_attention_chunked(
     g_end = g[..., -1:, :]
 
     gy = g[..., None, :]
-    scores = _tree_pairwise(q[..., None, :], gy, k[..., None, :], gy, 1)[..., 0, 0, :, :]
+    scores = decayed_pairwise(q[..., None, :], gy, k[..., None, :], gy, 1)[..., 0, 0, :, :]
     intra = scores @ v
 
     # State carry: S_{n+1} = Diag(e^{G_C}) S_n + (k * e^{G_C - G})^T v.

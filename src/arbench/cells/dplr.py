@@ -155,8 +155,8 @@ class _TreePairwise(torch.autograd.Function):
         dgx, dgy = (x.new_zeros(shape) for shape in ctx.g_shapes)
         if rd:
             dd = torch.diagonal(grad[..., :rd, :, :, :], dim1=-2, dim2=-1).movedim(-1, -3)
-            dx[..., :rd, :] += dd @ y  # dd (..., C, rd, S)
-            dy += dd.transpose(-1, -2) @ x[..., :rd, :]
+            dx[..., :rd, :] += _small_mm(dd, y)  # dd (..., C, rd, S)
+            dy += _small_mm(dd.transpose(-1, -2), x[..., :rd, :])
         for level, (h, p) in enumerate(_tree_levels(c)):
             blk = _block_view(grad, h, p)  # (..., R, S, h, h, P)
             nb = blk.dim() - 5
@@ -188,6 +188,52 @@ def _tree_pairwise(
     over a binary tree of blocks (see module docstring).
     """
     return _TreePairwise.apply(x, gx.expand_as(x), y, gy, rd)
+
+
+# Largest exponent the factorised pairwise products may meet, per dtype: e^40 ~ 2e17 leaves
+# float32 (max ~3e38) ample headroom for the x and y magnitudes it multiplies.
+FACTOR_REACH = {torch.float32: 40.0, torch.float64: 300.0}
+
+
+def _factored_pairwise(
+    x: torch.Tensor, gx: torch.Tensor, y: torch.Tensor, gy: torch.Tensor, rd: int
+) -> torch.Tensor:
+    """`_tree_pairwise` as one masked product, all decays taken relative to the chunk middle.
+
+    e^{gx_t - gy_s} = e^{gx_t - r} e^{r - gy_s} with r = gy at position C/2, so the pairwise
+    matrices are (x e^{gx - r}) (y e^{r - gy})^T: plain matmuls instead of a tree of blocks.
+    Exponents reach at most max(-r, r - gy_C); `decayed_pairwise` only comes here when that is
+    small enough for the dtype. Entries above the diagonal (finite, possibly large) are masked.
+    """
+    c, r = x.shape[-3], x.shape[-2]
+    ref = gy[..., c // 2 : c // 2 + 1, :, :]
+    xs = (x * (gx - ref).exp()).movedim(-3, -2)  # (..., R, C, dk)
+    ys = (y * (ref - gy).exp()).movedim(-3, -2)  # (..., S, C, dk)
+    out = xs.unsqueeze(-3) @ ys.unsqueeze(-4).transpose(-1, -2)  # (..., R, S, C, C)
+    strict = torch.ones(c, c, dtype=x.dtype, device=x.device).tril(-1)
+    mask = strict.expand(r, 1, c, c).clone()
+    mask[:rd].diagonal(dim1=-2, dim2=-1).fill_(1.0)  # rows that include s = t
+    return out * mask
+
+
+def decayed_pairwise(
+    x: torch.Tensor, gx: torch.Tensor, y: torch.Tensor, gy: torch.Tensor, rd: int
+) -> torch.Tensor:
+    """Lower-triangular decayed products (see `_tree_pairwise`), by the cheapest safe route.
+
+    When every exponent of the middle-referenced factorisation stays within FACTOR_REACH
+    (the usual case: e.g. KDA's log-decay >= -5 and RWKV-7's >= -0.61 per step over 16 steps
+    reach at most 40 and 5), one masked matmul; otherwise the tree, which never exponentiates
+    a positive number. Both give the same values to rounding.
+    """
+    c = x.shape[-3]
+    limit = FACTOR_REACH.get(x.dtype, 0.0)
+    mid = gy[..., c // 2, :, :]
+    with torch.no_grad():
+        reach = torch.maximum(-mid, mid - gy[..., -1, :, :]).max() if gy.numel() else 0.0
+    if float(reach) <= limit:
+        return _factored_pairwise(x, gx.expand_as(x), y, gy, rd)
+    return _tree_pairwise(x, gx, y, gy, rd)
 
 
 def _chunks(x: torch.Tensor, n: int, c: int) -> torch.Tensor:
@@ -242,7 +288,7 @@ def dplr_chunked(
     ge = F.pad(g[..., :-1, :], (0, 0, 1, 0))  # exclusive E_t = G_{t-1}, shifted exactly
 
     # Pairwise matrices, batched: rows x in {q (inclusive, G), a (strict, E)}, cols y in {k, b}.
-    pw = _tree_pairwise(
+    pw = decayed_pairwise(
         torch.stack([q, a], dim=-2),
         torch.stack([g, ge], dim=-2),
         torch.stack([k, b], dim=-2),
@@ -329,7 +375,7 @@ def kda_chunked(
     g = log_alpha.cumsum(-2)
 
     gy = g[..., None, :]
-    pw = _tree_pairwise(torch.stack([q, k], dim=-2), gy, k[..., None, :], gy, 1)
+    pw = decayed_pairwise(torch.stack([q, k], dim=-2), gy, k[..., None, :], gy, 1)
     q_beta, p_beta = (m[..., 0, :, :] * beta[..., None, :] for m in pw.unbind(-4))
 
     rhs = torch.cat([k * g.exp(), p_beta @ v], dim=-1)

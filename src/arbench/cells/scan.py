@@ -29,20 +29,25 @@ def _reduce_to(grad: torch.Tensor, shape: torch.Size) -> torch.Tensor:
 
 
 class _DiagonalScan(torch.autograd.Function):
-    """S_{n+1} = a_n * S_n + R_n with a_n broadcast over (dk, dv) (per row or scalar)."""
+    """S_{n+1} = a_n * S_n + R_n with a_n broadcast over (dk, dv) (per row or scalar).
+
+    The loops run chunk-major ((N, B, H, dk, dv) buffers), so every step writes its result in
+    place into a contiguous slice instead of copying the state into a strided one.
+    """
 
     @staticmethod
     def forward(
         ctx: Any, decay: torch.Tensor, writes: torch.Tensor, s0: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         n = writes.shape[2]
-        starts = torch.empty_like(writes)
-        s = s0
+        a, w = decay.movedim(2, 0), writes.movedim(2, 0)
+        buf = writes.new_empty((n + 1, *s0.shape))  # buf[i] = S_i, the state entering chunk i
+        buf[0] = s0
         for i in range(n):
-            starts[:, :, i] = s
-            s = torch.addcmul(writes[:, :, i], decay[:, :, i], s)
+            torch.addcmul(w[i], a[i], buf[i], out=buf[i + 1])
+        starts = buf[:n].movedim(0, 2)
         ctx.save_for_backward(decay, starts)
-        return starts, s
+        return starts, buf[n]
 
     @staticmethod
     @once_differentiable
@@ -50,14 +55,51 @@ class _DiagonalScan(torch.autograd.Function):
         ctx: Any, d_starts: torch.Tensor | None, d_final: torch.Tensor | None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         decay, starts = ctx.saved_tensors
-        d_starts = _grad_or_zeros(d_starts, starts)
-        d_writes = torch.empty_like(starts)  # d_writes[n] = G_{n+1}, the gradient of S_{n+1}
-        g = _grad_or_zeros(d_final, starts[:, :, 0])
-        for i in range(starts.shape[2] - 1, -1, -1):
-            d_writes[:, :, i] = g
-            g = torch.addcmul(d_starts[:, :, i], decay[:, :, i], g)
+        n = starts.shape[2]
+        a = decay.movedim(2, 0)
+        d_st = _grad_or_zeros(d_starts, starts).movedim(2, 0)
+        g = starts.new_empty((n + 1, *starts[:, :, 0].shape))  # g[i] = dL/dS_i in total
+        g[n] = _grad_or_zeros(d_final, starts[:, :, 0])
+        for i in range(n - 1, -1, -1):
+            torch.addcmul(d_st[i], a[i], g[i + 1], out=g[i])
+        d_writes = g[1:].movedim(0, 2)  # dR_n = dL/dS_{n+1}
         d_decay = _reduce_to(d_writes * starts, decay.shape)
-        return d_decay, d_writes, g
+        return d_decay, d_writes, g[0]
+
+
+def matrix_scan_forward(
+    m: torch.Tensor, r: torch.Tensor, s0: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """No-autograd loop S_{n+1} = M_n S_n + R_n: (states entering each chunk, final state).
+
+    Chunk-major buffers: each step's baddbmm writes straight into a contiguous slice.
+    """
+    b, h, n, dk, dv = r.shape
+    m3, r3 = m.flatten(0, 1), r.flatten(0, 1)  # (B*H, N, ., .) views of contiguous inputs
+    buf = r.new_empty(n + 1, b * h, dk, dv)  # buf[i] = S_i
+    buf[0] = s0.reshape(b * h, dk, dv)
+    for i in range(n):
+        torch.baddbmm(r3[:, i], m3[:, i], buf[i], out=buf[i + 1])
+    return buf[:n].view(n, b, h, dk, dv).movedim(0, 2), buf[n].view(b, h, dk, dv)
+
+
+def matrix_scan_backward(
+    m: torch.Tensor,
+    starts: torch.Tensor,
+    d_starts: torch.Tensor | None,
+    d_final: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Reverse scan of `matrix_scan_forward`: (dM, dR, dS0) from the state gradients."""
+    b, h, n, dk, dv = starts.shape
+    m3 = m.flatten(0, 1).transpose(-1, -2)
+    d_st = _grad_or_zeros(d_starts, starts).reshape(b * h, n, dk, dv)
+    g = starts.new_empty(n + 1, b * h, dk, dv)  # g[i] = dL/dS_i in total
+    g[n] = _grad_or_zeros(d_final, starts[:, :, 0]).reshape(b * h, dk, dv)
+    for i in range(n - 1, -1, -1):
+        torch.baddbmm(d_st[:, i], m3[:, i], g[i + 1], out=g[i])
+    d_r = g[1:].view(n, b, h, dk, dv).movedim(0, 2)  # dR_n = dL/dS_{n+1}
+    d_m = d_r @ starts.transpose(-1, -2)
+    return d_m, d_r, g[0].view(b, h, dk, dv)
 
 
 class _MatrixScan(torch.autograd.Function):
@@ -67,16 +109,9 @@ class _MatrixScan(torch.autograd.Function):
     def forward(
         ctx: Any, m: torch.Tensor, r: torch.Tensor, s0: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        b, h, n, dk, dv = r.shape
-        starts = torch.empty_like(r)
-        s = s0.reshape(b * h, dk, dv)
-        for i in range(n):
-            starts[:, :, i] = s.view(b, h, dk, dv)
-            s = torch.baddbmm(
-                r[:, :, i].reshape(b * h, dk, dv), m[:, :, i].reshape(b * h, dk, dk), s
-            )
+        starts, final = matrix_scan_forward(m, r, s0)
         ctx.save_for_backward(m, starts)
-        return starts, s.view(b, h, dk, dv)
+        return starts, final
 
     @staticmethod
     @once_differentiable
@@ -84,16 +119,7 @@ class _MatrixScan(torch.autograd.Function):
         ctx: Any, d_starts: torch.Tensor | None, d_final: torch.Tensor | None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         m, starts = ctx.saved_tensors
-        b, h, n, dk, dv = starts.shape
-        d_starts = _grad_or_zeros(d_starts, starts)
-        d_r = torch.empty_like(starts)
-        g = _grad_or_zeros(d_final, starts[:, :, 0]).reshape(b * h, dk, dv)
-        for i in range(n - 1, -1, -1):
-            d_r[:, :, i] = g.view(b, h, dk, dv)
-            m_t = m[:, :, i].reshape(b * h, dk, dk).transpose(-1, -2)
-            g = torch.baddbmm(d_starts[:, :, i].reshape(b * h, dk, dv), m_t, g)
-        d_m = d_r @ starts.transpose(-1, -2)
-        return d_m, d_r, g.view(b, h, dk, dv)
+        return matrix_scan_backward(m, starts, d_starts, d_final)
 
 
 def diagonal_scan(
