@@ -112,3 +112,50 @@ def test_kernel_alone_reproduces_the_cell(name: str) -> None:
         y, _ = cell.finish(o, s, ctx)
         torch.testing.assert_close(y, cell(x, form=form)[0])
     assert not has_kernel(build_cell("attention", 32))
+
+
+def _pairwise_inputs(decay_scale: float, seed: int = 14):
+    """x (rows: inclusive then exclusive decay), y, and the inclusive cumulative log-decay g."""
+    gen = torch.Generator().manual_seed(seed)
+    c, dk = 16, 4
+    x = torch.randn(3, c, 2, dk, generator=gen, dtype=F64)
+    y = torch.randn(3, c, 1, dk, generator=gen, dtype=F64)
+    g = (-decay_scale * torch.rand(3, c, 1, dk, generator=gen, dtype=F64)).cumsum(-3)
+    return x, y, g
+
+
+def _row_decays(g: torch.Tensor) -> torch.Tensor:
+    return torch.cat([g, F.pad(g[:, :-1], (0, 0, 0, 0, 1, 0))], dim=-2)  # inclusive, exclusive
+
+
+def test_factored_pairwise_equals_the_tree_with_gradients() -> None:
+    """Gradients are compared with respect to the one g both row decays come from: the tree
+    treats the included diagonal as decay-free, which is exact only in that total."""
+    from arbench.cells.dplr import _factored_pairwise, _tree_pairwise
+
+    x, y, g = (t.requires_grad_(True) for t in _pairwise_inputs(0.5))
+    a = _factored_pairwise(x, _row_decays(g), y, g, 1)
+    b = _tree_pairwise(x, _row_decays(g), y, g, 1)
+    torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    w = torch.randn(a.shape, dtype=F64, generator=torch.Generator().manual_seed(15))
+    for ga, gb in zip(
+        torch.autograd.grad((a * w).sum(), (x, y, g)),
+        torch.autograd.grad((b * w).sum(), (x, y, g)),
+        strict=True,
+    ):
+        torch.testing.assert_close(ga, gb, rtol=1e-10, atol=1e-10)
+
+
+def test_decayed_pairwise_falls_back_to_the_tree_for_strong_decay(monkeypatch) -> None:
+    """Strong decays would overflow the factorised form; the tree must be chosen."""
+    import arbench.cells.dplr as dplr
+
+    calls = []
+    tree = dplr._tree_pairwise
+    monkeypatch.setattr(dplr, "_tree_pairwise", lambda *a: calls.append(1) or tree(*a))
+    x, y, g = (t.float() for t in _pairwise_inputs(0.5))
+    dplr.decayed_pairwise(x, _row_decays(g), y, g, 1)
+    assert calls == []  # mild decay: the factorised product
+    x, y, g = (t.float() for t in _pairwise_inputs(30.0))
+    out = dplr.decayed_pairwise(x, _row_decays(g), y, g, 1)
+    assert calls == [1] and torch.isfinite(out).all()
