@@ -50,23 +50,20 @@ def cell_options(name: str) -> dict[str, Any]:
     return fit(name, STREAM_VOCAB, state_per_layer=STATE_BUDGET, d_model=D_MODEL).options
 
 
-def time_train_step(
-    cell: torch.nn.Module, x: torch.Tensor, proj: torch.Tensor, form: str, warmup: int, repeats: int
-) -> list[float]:
-    """Seconds of each timed forward+backward of the loss sum(y * proj) (after warmup).
+def cell_step(
+    cell: torch.nn.Module, x: torch.Tensor, proj: torch.Tensor, form: str
+) -> Callable[[], None]:
+    """One forward+backward of the whole cell on the loss sum(y * proj).
 
     A dense random `proj` (shaped like y) gives a realistic, contiguous output gradient.
     """
-    times = []
-    for i in range(warmup + repeats):
-        xi = x.detach().requires_grad_(True)
+
+    def step() -> None:
         cell.zero_grad(set_to_none=True)
-        t0 = time.perf_counter()
-        y, _ = cell(xi, form=form)
+        y, _ = cell(x.detach().requires_grad_(True), form=form)
         (y * proj).sum().backward()
-        if i >= warmup:
-            times.append(time.perf_counter() - t0)
-    return times
+
+    return step
 
 
 def has_kernel(cell: SequenceMixer) -> bool:
@@ -81,28 +78,44 @@ def kernel_inputs(cell: SequenceMixer, x: torch.Tensor) -> tuple[Any, ...]:
     return args
 
 
-def time_kernel_step(
-    cell: SequenceMixer, args: tuple[Any, ...], form: str, warmup: int, repeats: int, seed: int
-) -> list[float]:
-    """Seconds of each timed forward+backward of the cell's kernel alone on `args`.
+def kernel_step(
+    cell: SequenceMixer, args: tuple[Any, ...], form: str, seed: int = 0
+) -> Callable[[], None]:
+    """One forward+backward of the cell's kernel alone on `args` (from `kernel_inputs`).
 
-    Gradients flow to every floating-point tensor argument, as they do inside the cell; the
-    loss is sum(o * proj) with a dense random proj shaped like the kernel's output.
+    Gradients flow to every tensor argument, as they do inside the cell; the loss is
+    sum(o * proj) with a dense random proj shaped like the kernel's output.
     """
     kernel = cell.kernel(form)
     leaves = [a.detach().requires_grad_(True) if torch.is_tensor(a) else a for a in args]
     # every kernel takes (q, k, v, ...) and returns outputs shaped like v
     proj = torch.randn(args[2].shape, generator=torch.Generator().manual_seed(seed))
-    times = []
-    for i in range(warmup + repeats):
+
+    def step() -> None:
         for a in leaves:
             if torch.is_tensor(a):
                 a.grad = None
-        t0 = time.perf_counter()
         o, _ = kernel(*leaves)
         (o * proj).sum().backward()
-        if i >= warmup:
-            times.append(time.perf_counter() - t0)
+
+    return step
+
+
+def time_interleaved(
+    steps: dict[str, Callable[[], None]], warmup: int, repeats: int
+) -> dict[str, list[float]]:
+    """Seconds of each timed call per step, the steps taking turns (after `warmup` rounds).
+
+    Alternating the forms spreads any slow spell of a shared machine over both, so their
+    ratio is steadier than timing one form's repeats after the other's.
+    """
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    for i in range(warmup + repeats):
+        for name, step in steps.items():
+            t0 = time.perf_counter()
+            step()
+            if i >= warmup:
+                times[name].append(time.perf_counter() - t0)
     return times
 
 
@@ -120,9 +133,9 @@ def throughput(
 
     Scope "cell" times the whole cell (projections, convs, norms and the recurrence); scope
     "kernel" times the recurrence alone on the inputs the cell feeds it, which isolates what
-    the chunked form accelerates. The recurrent form is skipped where its time, extrapolated
-    linearly in T from the previous length, would exceed `max_recurrent_seconds` for
-    warmup + repeats steps.
+    the chunked form accelerates. The two forms are timed in turns; `tokens_per_s` comes from
+    the median time. The recurrent form is skipped where its time, extrapolated linearly in T
+    from the previous length, would exceed `max_recurrent_seconds` for warmup + repeats steps.
     """
     rows: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = []
@@ -139,6 +152,7 @@ def throughput(
             proj = torch.randn(batch, t, D_MODEL, generator=gen)
             args = kernel_inputs(cell, x) if "kernel" in scopes else ()
             for scope in scopes:
+                steps = {}
                 for form in forms:
                     row = {"cell": name, "scope": scope, "form": form, "T": t, "B": batch}
                     if form == "recurrent" and scope in per_token:
@@ -149,13 +163,15 @@ def throughput(
                                 log(f"{name} {scope} {form} T={t}: skipped (~{predicted:.0f}s)")
                             continue
                     if scope == "cell":
-                        times = time_train_step(cell, x, proj, form, warmup, repeats)
+                        steps[form] = cell_step(cell, x, proj, form)
                     else:
-                        times = time_kernel_step(cell, args, form, warmup, repeats, seed)
+                        steps[form] = kernel_step(cell, args, form, seed)
+                for form, times in time_interleaved(steps, warmup, repeats).items():
                     median = statistics.median(times)
                     if form == "recurrent":
                         per_token[scope] = median / (batch * t)
                     tps = batch * t / median
+                    row = {"cell": name, "scope": scope, "form": form, "T": t, "B": batch}
                     rows.append({**row, "tokens_per_s": tps, "seconds": median, "times": times})
                     if log:
                         log(f"{name} {scope} {form} T={t} B={batch}: {tps:,.0f} tokens/s")
