@@ -1,8 +1,11 @@
 """Speed benchmarks: cell training throughput (chunked vs recurrent) and long-stream evaluation.
 
 Throughput is forward+backward tokens/s of each registered cell at the factorial width
-(d_model 32, one head), median over repeats after warmup. Streaming runs the factorial's 2-layer
-model over 10^5..10^7 tokens, each count in a fresh subprocess so peak RSS is per measurement.
+(d_model 32, shaped to the factorial's 1,024-element state), median over repeats after warmup,
+the two forms timed in turns. Each recurrent cell is timed whole (scope "cell") and by its
+recurrence kernel alone on the inputs the cell feeds it (scope "kernel"). Streaming runs the
+factorial's 2-layer model over 10^5..10^7 tokens, each count in a fresh subprocess so peak RSS
+is per measurement.
 """
 
 from __future__ import annotations
