@@ -152,12 +152,14 @@ class _DeltaChunks(torch.autograd.Function):
             # Zero the s>t entries before exponentiating so that nothing overflows, and after.
             decay = (g[..., :, None] - g[..., None, :]).mul_(lower).exp_().mul_(lower)
             p.view(*p.shape[:-2], 2, c, c).mul_(decay.unsqueeze(-3))
+            mask = decay
             gamma = g.exp()
             to_end = (g[..., -1:] - g).exp_()
             k_e = k * to_end[..., None]
             x = torch.cat([v, k * gamma[..., None]], dim=-1)
         else:
             p.view(*p.shape[:-2], 2, c, c).mul_(lower)
+            mask = lower
             gamma = to_end = None
             k_e = k
             x = torch.cat([v, k], dim=-1)
@@ -174,7 +176,7 @@ class _DeltaChunks(torch.autograd.Function):
         z = p_qk @ y  # [Q K^T U, Q K^T W], causal (and decay) mask in p_qk
         q_eff = (q if gamma is None else q * gamma[..., None]) - z[..., dv:]
         o = (q_eff @ starts).add_(z[..., :dv])
-        ctx.save_for_backward(kq, k_e, x, beta, g, gamma, to_end, p, t, y, m, starts, q_eff)
+        ctx.save_for_backward(kq, k_e, x, beta, g, gamma, to_end, p, mask, t, y, m, starts, q_eff)
         return o, s_final
 
     @staticmethod
@@ -182,7 +184,7 @@ class _DeltaChunks(torch.autograd.Function):
     def backward(
         ctx: Any, d_o: torch.Tensor | None, d_final: torch.Tensor | None
     ) -> tuple[torch.Tensor | None, ...]:
-        kq, k_e, x, beta, g, gamma, to_end, p, t, y, m, starts, q_eff = ctx.saved_tensors
+        kq, k_e, x, beta, g, gamma, to_end, p, mask, t, y, m, starts, q_eff = ctx.saved_tensors
         c, dv = kq.shape[-2] // 2, x.shape[-1] - kq.shape[-1]
         k, q = kq.split(c, dim=-2)
         p_kk, p_qk = p.split(c, dim=-2)
@@ -203,17 +205,14 @@ class _DeltaChunks(torch.autograd.Function):
         d_x = d_xb.mul_(beta[..., None])
         d_v = d_x[..., :dv]
         d_kg = d_x[..., dv:]  # gradient of gamma * k (of k without decay)
-        lower = torch.ones(c, c, dtype=q.dtype, device=q.device).tril()
         d_g = None
         if g is not None:
             d_pair = d_p_kk * p_kk + d_p_qk * p_qk  # dD * D for the decays inside P
             d_g = _decay_grads(q, k, d_qeff, d_kg, d_ke, d_m, d_pair, gamma, to_end)
-            # P = scores * decay: the scores' gradient is dP * decay (rebuilt: p may underflow)
-            mask = (g[..., :, None] - g[..., None, :]).mul_(lower).exp_().mul_(lower)
+            # P = scores * decay (the saved mask): the scores' gradient is dP * decay
             d_k = torch.addcmul(d_ke * to_end[..., None], d_kg, gamma[..., None])
             d_q = d_qeff * gamma[..., None]
         else:
-            mask = lower
             d_q = d_qeff
             d_k = d_ke + d_kg
         d_p_kk.mul_(mask)
