@@ -72,10 +72,10 @@ def run_and_grad(fn, inputs: dict[str, torch.Tensor], seed: int = 1) -> dict[str
     return out
 
 
-def _gla_inputs(inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def _gla_inputs(inputs: dict[str, torch.Tensor], strength: float = 1.0) -> dict[str, torch.Tensor]:
     g = torch.Generator().manual_seed(7)
     dtype = inputs["q"].dtype
-    log_decay = F.logsigmoid(torch.randn(B, H, T, DK, generator=g, dtype=dtype) + 1.0)
+    log_decay = strength * F.logsigmoid(torch.randn(B, H, T, DK, generator=g, dtype=dtype) + 1.0)
     return {
         "q": inputs["q"],
         "k": inputs["k"],
@@ -106,8 +106,15 @@ def test_kernel_chunked_matches_recurrent(kernel: str, decay: bool, dtype: torch
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_gated_linear_attention_chunked_matches_recurrent(dtype: torch.dtype) -> None:
-    inputs = _gla_inputs(kernel_inputs(dtype))
+@pytest.mark.parametrize("path", ["factorised", "tree"])
+def test_gated_linear_attention_chunked_matches_recurrent(dtype: torch.dtype, path: str) -> None:
+    from arbench.cells.dplr import factorisable
+
+    # decays strong enough to overflow the factorised form (in this dtype) must take the tree
+    strength = 1.0 if path == "factorised" else {torch.float32: 25.0, torch.float64: 200.0}[dtype]
+    inputs = _gla_inputs(kernel_inputs(dtype), strength)
+    g = F.pad(inputs["log_decay"], (0, 0, 0, 14)).unflatten(2, (-1, CHUNK)).cumsum(-2)
+    assert factorisable(g, dim=-2) == (path == "factorised")
     ref = run_and_grad(gated_linear_attention_recurrent, inputs)
     got = run_and_grad(lambda **kw: gated_linear_attention_chunked(**kw, chunk_size=CHUNK), inputs)
     assert_close(got, ref, TOL[dtype])

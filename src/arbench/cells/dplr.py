@@ -226,14 +226,24 @@ def decayed_pairwise(
     reach at most 40 and 5), one masked matmul; otherwise the tree, which never exponentiates
     a positive number. Both give the same values to rounding.
     """
-    c = x.shape[-3]
-    limit = FACTOR_REACH.get(x.dtype, 0.0)
-    mid = gy[..., c // 2, :, :]
-    with torch.no_grad():
-        reach = torch.maximum(-mid, mid - gy[..., -1, :, :]).max() if gy.numel() else 0.0
-    if float(reach) <= limit:
+    if factorisable(gy, dim=-3):
         return _factored_pairwise(x, gx.expand_as(x), y, gy, rd)
     return _tree_pairwise(x, gx, y, gy, rd)
+
+
+def factorisable(g: torch.Tensor, dim: int) -> bool:
+    """Whether decays relative to the chunk middle keep every exponent within FACTOR_REACH.
+
+    g holds in-chunk inclusive cumulative log-decays (non-increasing from 0) along `dim`;
+    with r = g at position C/2 the exponents reach max(-r, r - g_C).
+    """
+    c = g.shape[dim]
+    if g.numel() == 0:
+        return True
+    with torch.no_grad():
+        mid, end = g.select(dim, c // 2), g.select(dim, c - 1)
+        reach = torch.maximum(-mid, mid - end).max()
+    return float(reach) <= FACTOR_REACH.get(g.dtype, 0.0)
 
 
 def _chunks(x: torch.Tensor, n: int, c: int) -> torch.Tensor:
