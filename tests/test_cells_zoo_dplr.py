@@ -59,7 +59,14 @@ def test_dplr_chunked_matches_recurrent(dtype: torch.dtype, tol: float, decay_sc
 
 
 @pytest.mark.parametrize(("dtype", "tol"), [(torch.float32, 1e-4), (torch.float64, 1e-10)])
-def test_kda_kernel_chunked_matches_recurrent_and_direct(dtype: torch.dtype, tol: float):
+@pytest.mark.parametrize("path", ["factorised", "tree"])
+def test_kda_kernel_chunked_matches_recurrent_and_direct(
+    dtype: torch.dtype, tol: float, path: str, monkeypatch
+):
+    import arbench.cells.dplr as dplr
+
+    if path == "tree":  # no decay counts as factorisable: the tree builds every pairwise block
+        monkeypatch.setitem(dplr.FACTOR_REACH, dtype, -1.0)
     gen = torch.Generator().manual_seed(2)
     q, k, v = (torch.randn(B, H, T, d, generator=gen, dtype=dtype) for d in (DK, DK, DV))
     q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)

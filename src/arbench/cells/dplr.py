@@ -384,18 +384,35 @@ def kda_chunked(
     beta = _chunks(beta[..., None], n, c)[..., 0]  # (B,H,N,C); zero-padded steps write nothing
     g = log_alpha.cumsum(-2)
 
-    gy = g[..., None, :]
-    pw = decayed_pairwise(torch.stack([q, k], dim=-2), gy, k[..., None, :], gy, 1)
-    q_beta, p_beta = (m[..., 0, :, :] * beta[..., None, :] for m in pw.unbind(-4))
+    g_end = g[..., -1:, :]
+    if factorisable(g, dim=-2):
+        # As in the diagonal kernel: decays relative to the chunk middle r give both pairwise
+        # matrices as masked matmuls, and the same rescaled q and k serve the state terms.
+        ref = g[..., c // 2 : c // 2 + 1, :]
+        to_ref = (g - ref).exp()
+        q_rel, k_rel = q * to_ref, k * to_ref  # x e^{G-r}
+        k_from_t = (k * (ref - g).exp()).transpose(-1, -2)  # (k e^{r-G})^T
+        lower = torch.ones(c, c, dtype=q.dtype, device=q.device).tril()
+        col_beta = beta[..., None, :]
+        q_beta = (q_rel @ k_from_t) * (lower * col_beta)
+        p_beta = (k_rel @ k_from_t) * (lower.tril(-1) * col_beta)
+        e_ref = ref.exp()
+        k_dec, q_dec = k_rel * e_ref, q_rel * e_ref  # x e^{G}
+        k_end = k_from_t.transpose(-1, -2) * (g_end - ref).exp()  # k e^{G_C - G}
+    else:
+        gy = g[..., None, :]
+        pw = decayed_pairwise(torch.stack([q, k], dim=-2), gy, k[..., None, :], gy, 1)
+        q_beta, p_beta = (m[..., 0, :, :] * beta[..., None, :] for m in pw.unbind(-4))
+        k_dec, q_dec = k * g.exp(), q * g.exp()
+        k_end = k * (g_end - g).clamp(max=0.0).exp()
 
-    rhs = torch.cat([k * g.exp(), p_beta @ v], dim=-1)
+    rhs = torch.cat([k_dec, p_beta @ v], dim=-1)
     sol = _UnitLowerInverse.apply(p_beta) @ rhs  # (I + P diag(beta))^{-1} rhs
     w_mat, u_mat = sol.split([dk, dv], dim=-1)
     wv = torch.cat([w_mat, v - u_mat], dim=-1)  # [W | V - U]
 
-    g_end = g[..., -1:, :]
-    k_end_t = (beta[..., None] * k * (g_end - g).clamp(max=0.0).exp()).transpose(-1, -2)
+    k_end_t = (beta[..., None] * k_end).transpose(-1, -2)
     k_w, k_r = (k_end_t @ wv).split([dk, dv], dim=-1)
     m_mat = torch.diag_embed(g_end[..., 0, :].exp()) - k_w
     q_w, o_intra = (q_beta @ wv).split([dk, dv], dim=-1)
-    return _carry_and_read(q * g.exp() - q_w, o_intra, m_mat, k_r, s0, t)
+    return _carry_and_read(q_dec - q_w, o_intra, m_mat, k_r, s0, t)
