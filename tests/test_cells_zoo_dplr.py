@@ -45,7 +45,14 @@ def _outputs_and_grads(fn, inputs: list[torch.Tensor], gen: torch.Generator, **k
 
 @pytest.mark.parametrize(("dtype", "tol"), [(torch.float32, 1e-4), (torch.float64, 1e-10)])
 @pytest.mark.parametrize("decay_scale", [2.0, 20.0])
-def test_dplr_chunked_matches_recurrent(dtype: torch.dtype, tol: float, decay_scale: float):
+@pytest.mark.parametrize("path", ["auto", "tree"])
+def test_dplr_chunked_matches_recurrent(
+    dtype: torch.dtype, tol: float, decay_scale: float, path: str, monkeypatch
+):
+    import arbench.cells.dplr as dplr
+
+    if path == "tree":  # no decay counts as factorisable: the tree builds every pairwise block
+        monkeypatch.setitem(dplr.FACTOR_REACH, dtype, -1.0)
     gen = torch.Generator().manual_seed(0)
     inputs = _dplr_inputs(gen, dtype, decay_scale)
     o1, s1, g1 = _outputs_and_grads(dplr_recurrent, inputs, torch.Generator().manual_seed(1))
