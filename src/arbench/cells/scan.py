@@ -132,9 +132,9 @@ def diagonal_scan(
     """
     if writes.shape[2] == 0:
         return writes, s0
-    if decay is None:
+    if decay is None:  # shifted inclusive sums: no cancellation from subtracting writes back
         totals = writes.cumsum(2) + s0[:, :, None]
-        return totals - writes, totals[:, :, -1]
+        return torch.cat([s0[:, :, None], totals[:, :, :-1]], dim=2), totals[:, :, -1]
     return _DiagonalScan.apply(decay, writes, s0)
 
 
