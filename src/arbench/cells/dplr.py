@@ -195,47 +195,15 @@ def _tree_pairwise(
 FACTOR_REACH = {torch.float32: 40.0, torch.float64: 300.0}
 
 
-def _factored_pairwise(
-    x: torch.Tensor, gx: torch.Tensor, y: torch.Tensor, gy: torch.Tensor, rd: int
-) -> torch.Tensor:
-    """`_tree_pairwise` as one masked product, all decays taken relative to the chunk middle.
-
-    e^{gx_t - gy_s} = e^{gx_t - r} e^{r - gy_s} with r = gy at position C/2, so the pairwise
-    matrices are (x e^{gx - r}) (y e^{r - gy})^T: plain matmuls instead of a tree of blocks.
-    Exponents reach at most max(-r, r - gy_C); `decayed_pairwise` only comes here when that is
-    small enough for the dtype. Entries above the diagonal (finite, possibly large) are masked.
-    """
-    c, r = x.shape[-3], x.shape[-2]
-    ref = gy[..., c // 2 : c // 2 + 1, :, :]
-    xs = (x * (gx - ref).exp()).movedim(-3, -2)  # (..., R, C, dk)
-    ys = (y * (ref - gy).exp()).movedim(-3, -2)  # (..., S, C, dk)
-    out = xs.unsqueeze(-3) @ ys.unsqueeze(-4).transpose(-1, -2)  # (..., R, S, C, C)
-    strict = torch.ones(c, c, dtype=x.dtype, device=x.device).tril(-1)
-    mask = strict.expand(r, 1, c, c).clone()
-    mask[:rd].diagonal(dim1=-2, dim2=-1).fill_(1.0)  # rows that include s = t
-    return out * mask
-
-
-def decayed_pairwise(
-    x: torch.Tensor, gx: torch.Tensor, y: torch.Tensor, gy: torch.Tensor, rd: int
-) -> torch.Tensor:
-    """Lower-triangular decayed products (see `_tree_pairwise`), by the cheapest safe route.
-
-    When every exponent of the middle-referenced factorisation stays within FACTOR_REACH
-    (the usual case: e.g. KDA's log-decay >= -5 and RWKV-7's >= -0.61 per step over 16 steps
-    reach at most 40 and 5), one masked matmul; otherwise the tree, which never exponentiates
-    a positive number. Both give the same values to rounding.
-    """
-    if factorisable(gy, dim=-3):
-        return _factored_pairwise(x, gx.expand_as(x), y, gy, rd)
-    return _tree_pairwise(x, gx, y, gy, rd)
-
-
 def factorisable(g: torch.Tensor, dim: int) -> bool:
     """Whether decays relative to the chunk middle keep every exponent within FACTOR_REACH.
 
-    g holds in-chunk inclusive cumulative log-decays (non-increasing from 0) along `dim`;
-    with r = g at position C/2 the exponents reach max(-r, r - g_C).
+    g holds in-chunk inclusive cumulative log-decays (non-increasing from 0) along `dim`.
+    With r = g at position C/2, e^{G_t - G_s} = e^{G_t - r} e^{r - G_s} turns the decayed
+    pairwise products into masked matmuls, and the exponents reach max(-r, r - g_C). That is
+    the usual case (KDA's log-decay >= -5 and RWKV-7's >= -0.61 per step reach at most 40 and
+    5 over 16 steps); otherwise the kernels build the products over `_tree_pairwise`, which
+    never exponentiates a positive number.
     """
     c = g.shape[dim]
     if g.numel() == 0:
@@ -315,7 +283,7 @@ def dplr_chunked(
         k_end, b_end = (cols * e_end.unsqueeze(-3)).unbind(-3)  # y e^{G_C - G}
     else:
         # The tree: rows x in {q (inclusive, G), a (strict, E)}, cols y in {k, b}.
-        pw = decayed_pairwise(
+        pw = _tree_pairwise(
             torch.stack([q, a], dim=-2),
             torch.stack([g, ge], dim=-2),
             torch.stack([k, b], dim=-2),
@@ -419,7 +387,7 @@ def kda_chunked(
         k_end = k_from_t.transpose(-1, -2) * (g_end - ref).exp()  # k e^{G_C - G}
     else:
         gy = g[..., None, :]
-        pw = decayed_pairwise(torch.stack([q, k], dim=-2), gy, k[..., None, :], gy, 1)
+        pw = _tree_pairwise(torch.stack([q, k], dim=-2), gy, k[..., None, :], gy, 1)
         q_beta, p_beta = (m[..., 0, :, :] * beta[..., None, :] for m in pw.unbind(-4))
         k_dec, q_dec = k * g.exp(), q * g.exp()
         k_end = k * (g_end - g).clamp(max=0.0).exp()

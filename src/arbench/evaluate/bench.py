@@ -155,13 +155,13 @@ def throughput(
             proj = torch.randn(batch, t, D_MODEL, generator=gen)
             args = kernel_inputs(cell, x) if "kernel" in scopes else ()
             for scope in scopes:
+                key = {"cell": name, "scope": scope, "T": t, "B": batch}
                 steps = {}
                 for form in forms:
-                    row = {"cell": name, "scope": scope, "form": form, "T": t, "B": batch}
                     if form == "recurrent" and scope in per_token:
                         predicted = per_token[scope] * batch * t * (warmup + repeats)
                         if predicted > max_recurrent_seconds:
-                            skipped.append({**row, "predicted_seconds": predicted})
+                            skipped.append({**key, "form": form, "predicted_seconds": predicted})
                             if log:
                                 log(f"{name} {scope} {form} T={t}: skipped (~{predicted:.0f}s)")
                             continue
@@ -174,8 +174,15 @@ def throughput(
                     if form == "recurrent":
                         per_token[scope] = median / (batch * t)
                     tps = batch * t / median
-                    row = {"cell": name, "scope": scope, "form": form, "T": t, "B": batch}
-                    rows.append({**row, "tokens_per_s": tps, "seconds": median, "times": times})
+                    rows.append(
+                        {
+                            **key,
+                            "form": form,
+                            "tokens_per_s": tps,
+                            "seconds": median,
+                            "times": times,
+                        }
+                    )
                     if log:
                         log(f"{name} {scope} {form} T={t} B={batch}: {tps:,.0f} tokens/s")
     return rows, skipped
