@@ -9,10 +9,14 @@ from pathlib import Path
 
 import torch
 
+from arbench.cpu_memory import retain_freed_memory
+
 
 def setup(log_path: str | None, threads: int = 1, name: str = "arbench") -> Callable[[str], None]:
-    """Pin torch threads to the rule's `threads:` and log to the rule's log file and stderr."""
+    """Pin torch threads to the rule's `threads:`, keep freed tensor memory in the process
+    (see `arbench.cpu_memory`), and log to the rule's log file and stderr."""
     torch.set_num_threads(max(1, int(threads)))
+    retain_freed_memory()
     logger = logging.getLogger(name)
     logger.setLevel(logging.INFO)
     logger.handlers.clear()

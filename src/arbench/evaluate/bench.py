@@ -28,6 +28,7 @@ import torch
 import arbench
 from arbench.cells import CELLS, build_cell
 from arbench.cells.base import SequenceMixer
+from arbench.cpu_memory import retain_freed_memory, retaining_freed_memory
 from arbench.models.budget import fit
 from arbench.train.loop import versions
 
@@ -261,6 +262,7 @@ def machine_info() -> dict[str, Any]:
         "torch_threads": torch.get_num_threads(),
         **versions(),
         "platform": platform.platform(),
+        "malloc_retains_freed_memory": retaining_freed_memory(),
     }
 
 
@@ -321,4 +323,5 @@ def ratios(result: dict[str, Any], scope: str = "cell") -> dict[str, dict[int, f
 
 if __name__ == "__main__" and len(sys.argv) == 6 and sys.argv[1] == "stream":
     n, s, p, th = (int(a) for a in sys.argv[2:])
+    retain_freed_memory()  # as in the Snakemake jobs (arbench.glue.setup)
     print(json.dumps(stream_once(n, seed=s, piece=p, threads=th)))
