@@ -36,8 +36,9 @@ def retain_freed_memory() -> bool:
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         mallopt = libc.mallopt
-        libc.gnu_get_libc_version  # only glibc has it; musl's mallopt is a stub
     except (OSError, AttributeError):
+        return False
+    if not hasattr(libc, "gnu_get_libc_version"):  # not glibc: musl's mallopt is a stub
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
