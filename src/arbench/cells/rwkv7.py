@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from arbench.cells.base import Form, Kernel, SequenceMixer, State, l2_normalize, pick_form, register
@@ -67,6 +68,13 @@ class RWKV7TimeMix(SequenceMixer):
             target = torch.logspace(math.log10(1e-3), math.log10(0.5), self.d_k)
             self.w_proj.bias.copy_(torch.logit(target / -LOG_W_SCALE).repeat(heads))
 
+    def _projections(self) -> tuple[nn.Linear, ...]:
+        """The six input projections, in `_MIXES` order."""
+        return (self.r_proj, self.w_proj, self.k_proj, self.v_proj, self.a_proj, self.g_proj)
+
+    def _bias(self, proj: nn.Linear) -> torch.Tensor:
+        return proj.bias if proj.bias is not None else proj.weight.new_zeros(proj.out_features)
+
     def state_size(self) -> int:
         """Recurrent state elements: heads * dk * dk (value width equals key width)."""
         return self.heads * self.d_k * self.d_k
@@ -76,25 +84,32 @@ class RWKV7TimeMix(SequenceMixer):
         h, dk = self.heads, self.d_k
         s0 = None if state is None else state["S"]
         new_state: dict[str, torch.Tensor] = {}
+        weight = torch.stack([p.weight for p in self._projections()])  # (6, inner, d_model)
+        bias = torch.stack([self._bias(p) for p in self._projections()])[:, None]  # (6,1,inner)
         if self.token_shift:
             prev = x.new_zeros(x.shape[0], 1, x.shape[2]) if state is None else state["shift"]
-            shifted = torch.cat([prev, x[:, :-1]], dim=1) if x.shape[1] else x
-            new_state["shift"] = torch.cat([prev, x], dim=1)[:, -1:]
-            xs = (x + (shifted - x) * m for m in self.mix.unbind(0))
+            new_state["shift"] = x[:, -1:] if x.shape[1] else prev
+            delta = torch.cat([prev, x[:, :-1]], dim=1) - x  # previous token minus this one
+            # all six interpolations x + (x_prev - x) * mix as one (6, B*T, d) tensor, and the
+            # six projections as one batched product (one pass each way instead of 6 x 3)
+            mixed = torch.addcmul(x.flatten(0, 1), delta.flatten(0, 1), self.mix[:, None, :])
+            proj = torch.baddbmm(bias, mixed, weight.transpose(1, 2))  # (6, B*T, inner)
+            proj = proj.unflatten(1, x.shape[:2])
         else:
-            xs = (x for _ in _MIXES)
-        xr, xw, xk, xv, xa, xg = xs
+            flat = F.linear(x, weight.flatten(0, 1), bias.flatten())  # (B, T, 6 * inner)
+            proj = flat.unflatten(-1, (len(_MIXES), -1)).movedim(-2, 0)
+        xr, xw, xk, xv, xa, xg = proj.unbind(0)
 
         def heads(y: torch.Tensor) -> torch.Tensor:
             return y.unflatten(-1, (h, dk)).transpose(1, 2)  # (B,H,T,dk)
 
-        r, k, v = heads(self.r_proj(xr)), heads(self.k_proj(xk)), heads(self.v_proj(xv))
-        log_w = heads(LOG_W_SCALE * torch.sigmoid(self.w_proj(xw)))
-        a = heads(torch.sigmoid(self.a_proj(xa)))
+        r, k, v = heads(xr), heads(xk), heads(xv)
+        log_w = heads(LOG_W_SCALE * torch.sigmoid(xw))
+        a = heads(torch.sigmoid(xa))
         kk = l2_normalize(k * self.k_k.view(h, 1, dk))
         k = k * (1.0 + (a - 1.0) * self.k_a.view(h, 1, dk))
         kw, log_w, ra, rb = rwkv7_to_dplr(k, log_w, kk, a)
-        ctx = {"r": r, "k": k, "v": v, "xg": xg, "state": new_state}
+        ctx = {"r": r, "k": k, "v": v, "gate": xg, "state": new_state}
         return (r, kw, v, log_w, ra, rb, s0), ctx
 
     def kernel(self, form: Form) -> Kernel:
@@ -104,8 +119,14 @@ class RWKV7TimeMix(SequenceMixer):
         """GroupNorm per head, bonus term, output gate and projection."""
         h, dk = self.heads, self.d_k
         r, k, v = ctx["r"], ctx["k"], ctx["v"]
-        bsz, _, t, _ = o.shape
-        o = self.ln_x(o.transpose(1, 2).reshape(bsz * t, h * dk)).reshape(bsz, t, h, dk)
+        o = o.transpose(1, 2)  # (B,T,H,dk)
+        # GroupNorm(heads) of the (B*T, H*dk) read-out, as a layer norm over each head's dk
+        # channels (the same values; about 3x faster forward and backward on CPU)
+        if h == 1:
+            o = F.layer_norm(o, (dk,), self.ln_x.weight, self.ln_x.bias, self.ln_x.eps)
+        else:
+            o = F.layer_norm(o, (dk,), eps=self.ln_x.eps)
+            o = torch.addcmul(self.ln_x.bias.view(h, dk), o, self.ln_x.weight.view(h, dk))
         bonus = (r * k * self.r_k[:, None, :]).sum(-1, keepdim=True) * v  # (B,H,T,dk)
-        o = (o + bonus.transpose(1, 2)).flatten(-2) * torch.sigmoid(self.g_proj(ctx["xg"]))
+        o = (o + bonus.transpose(1, 2)).flatten(-2) * torch.sigmoid(ctx["gate"])
         return self.o_proj(o), {**ctx["state"], "S": s}
