@@ -65,32 +65,36 @@ def test_scan_detects_a_wrong_carry() -> None:
     assert not torch.allclose(matrix_scan(m, r, s0)[1], wrong[1])
 
 
-def test_l2_normalize_matches_f_normalize_including_zero_rows() -> None:
+@pytest.mark.parametrize("scale", [1.0, 0.25])
+def test_l2_normalize_matches_f_normalize_including_zero_rows(scale: float) -> None:
     x = draw(4, 5, 6, seed=10)
     x[0, 0] = 0.0  # clamped norm
     x.requires_grad_(True)
     g = draw(4, 5, 6, seed=11)
-    got = l2_normalize(x)
-    want = F.normalize(x, dim=-1)
+    got = l2_normalize(x, scale=scale)
+    want = F.normalize(x, dim=-1) * scale
     torch.testing.assert_close(got, want, rtol=1e-14, atol=1e-14)
     (dx_got,) = torch.autograd.grad((got * g).sum(), x)
     (dx_want,) = torch.autograd.grad((want * g).sum(), x)
     torch.testing.assert_close(dx_got, dx_want, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("with_bias", [False, True])
 @pytest.mark.parametrize("t", [0, 1, 3, 19])
-def test_short_conv_is_a_causal_depthwise_correlation(t: int) -> None:
+def test_short_conv_is_a_causal_depthwise_correlation(t: int, with_bias: bool) -> None:
     conv = ShortConv(5, 4).to(F64)
     x = draw(2, t, 5, seed=12).requires_grad_(True)
     tail = draw(2, 3, 5, seed=13)
-    y, new_tail = conv(x, tail)
+    bias = draw(5, seed=14).requires_grad_(True) if with_bias else None
+    y, new_tail = conv(x, tail, bias)
     xp = torch.cat([tail, x], 1)
     w = conv.conv.weight[:, 0, :]
-    want = sum(xp[:, j : j + t] * w[:, j] for j in range(4))
-    torch.testing.assert_close(y, want if t else x, rtol=1e-12, atol=1e-12)
+    want = sum(xp[:, j : j + t] * w[:, j] for j in range(4)) if t else x
+    torch.testing.assert_close(y, want + bias if with_bias else want, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(new_tail, xp[:, -3:])
     if t:
-        assert torch.autograd.gradcheck(lambda x, w: conv(x, tail)[0], (x, conv.conv.weight))
+        inputs = (x, conv.conv.weight, *([bias] if with_bias else []))
+        assert torch.autograd.gradcheck(lambda x, w, *b: conv(x, tail, *b)[0], inputs)
 
 
 def test_pick_form_rejects_unknown_forms() -> None:

@@ -78,14 +78,22 @@ class KimiDeltaAttention(SequenceMixer):
         h, dk, dv = self.heads, self.d_k, self.d_v
         s0 = None if state is None else state["S"]
         tail = None if state is None else state["conv"]
-        qkv = torch.cat([self.q_proj(x), self.k_proj(x), self.v_proj(x)], dim=-1)
-        qkv, tail = self.conv(qkv, tail)
+        # Projections sharing an input run as one product of stacked weights (same values):
+        # q, k, v straight into the conv, and the decay with the output gate.
+        qkv_weight = torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight])
+        qkv, tail = self.conv(F.linear(x, qkv_weight), tail)
         q, k, v = F.silu(qkv).split([h * dk, h * dk, h * dv], dim=-1)
         q, k, v = (y.unflatten(-1, (h, -1)).transpose(1, 2) for y in (q, k, v))  # (B,H,T,d)
-        q = l2_normalize(q) * dk**-0.5
+        q = l2_normalize(q, scale=dk**-0.5)
         k = l2_normalize(k)
         beta = torch.sigmoid(self.b_proj(x)).transpose(1, 2)  # (B,H,T)
-        return (q, k, v, beta, self.log_decay(x), s0), {"x": x, "conv": tail}
+        z, gate = F.linear(
+            x,
+            torch.cat([self.f_proj.weight, self.g_proj.weight]),
+            torch.cat([self.f_proj.bias, self.g_proj.bias]),
+        ).split([h * dk, h * dv], dim=-1)
+        log_alpha = kda_log_decay(z.unflatten(-1, (h, dk)).transpose(1, 2), self.a_log[:, None])
+        return (q, k, v, beta, log_alpha, s0), {"gate": gate, "conv": tail}
 
     def kernel(self, form: Form) -> Kernel:
         return pick_form(form, kda_chunked, kda_recurrent, self.chunk_size)
@@ -93,5 +101,5 @@ class KimiDeltaAttention(SequenceMixer):
     def finish(self, o: torch.Tensor, s: torch.Tensor, ctx: dict) -> tuple[torch.Tensor, State]:
         """Per-head RMSNorm, sigmoid output gate, out-projection; state dict(S, conv)."""
         o = self.o_norm(o.transpose(1, 2))  # (B,T,H,dv), normalised per head
-        o = o.flatten(-2) * torch.sigmoid(self.g_proj(ctx["x"]))
+        o = o.flatten(-2) * torch.sigmoid(ctx["gate"])
         return self.o_proj(o), {"S": s, "conv": ctx["conv"]}
