@@ -58,6 +58,20 @@ def test_matrix_scan_matches_loop_and_passes_gradcheck() -> None:
     assert torch.autograd.gradcheck(lambda *x: matrix_scan(*x)[1], (m, r, s0))  # final only
 
 
+def test_undecayed_scan_gradients_when_only_starts_or_only_final_state_is_used() -> None:
+    w, s0 = draw(2, 1, 4, 3, 2, seed=21), draw(2, 1, 3, 2, seed=22)
+    for pick in (0, 1):
+        leaves = [x.clone().requires_grad_(True) for x in (w, s0)]
+        got = diagonal_scan(None, *leaves)[pick]
+        ref = [x.clone().requires_grad_(True) for x in (w, s0)]
+        want = loop_scan(lambda i, s: s, *ref)[pick]
+        proj = draw(*want.shape, seed=23)
+        g_got = torch.autograd.grad((got * proj).sum(), leaves)
+        g_want = torch.autograd.grad((want * proj).sum(), ref)
+        for x, y in zip(g_got, g_want, strict=True):
+            torch.testing.assert_close(x, y, rtol=1e-12, atol=1e-12)
+
+
 def test_scan_detects_a_wrong_carry() -> None:
     """Corruption: a state carried with the transposed transition no longer matches."""
     m, r, s0 = draw(1, 1, 3, 3, 3, seed=7), draw(1, 1, 3, 3, 2, seed=8), draw(1, 1, 3, 2, seed=9)

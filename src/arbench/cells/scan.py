@@ -67,6 +67,47 @@ class _DiagonalScan(torch.autograd.Function):
         return d_decay, d_writes, g[0]
 
 
+class _PrefixScan(torch.autograd.Function):
+    """S_{n+1} = S_n + R_n: the undecayed carry, as the same chunk-major loop of adds.
+
+    torch.cumsum along the chunk axis of a (B,H,N,dk,dv) tensor is a strided scan, and its
+    backward flips, scans and flips again; the loop touches each state once each way.
+    """
+
+    @staticmethod
+    def forward(
+        ctx: Any, writes: torch.Tensor, s0: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        n = writes.shape[2]
+        w = writes.movedim(2, 0)
+        buf = writes.new_empty((n + 1, *s0.shape))  # buf[i] = S_i, the state entering chunk i
+        buf[0] = s0
+        for i in range(n):
+            torch.add(buf[i], w[i], out=buf[i + 1])
+        ctx.n = n
+        return buf[:n].movedim(0, 2), buf[n]
+
+    @staticmethod
+    @once_differentiable
+    def backward(
+        ctx: Any, d_starts: torch.Tensor | None, d_final: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        n = ctx.n
+        like = d_final if d_final is not None else d_starts[:, :, 0]
+        g = like.new_empty((n + 1, *like.shape))  # g[i] = dL/dS_i in total
+        if d_final is None:
+            g[n].zero_()
+        else:
+            g[n] = d_final
+        if d_starts is None:
+            g[:n] = g[n]
+        else:
+            d_st = d_starts.movedim(2, 0)
+            for i in range(n - 1, -1, -1):
+                torch.add(d_st[i], g[i + 1], out=g[i])
+        return g[1:].movedim(0, 2), g[0]
+
+
 def matrix_scan_forward(
     m: torch.Tensor, r: torch.Tensor, s0: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -132,9 +173,8 @@ def diagonal_scan(
     """
     if writes.shape[2] == 0:
         return writes, s0
-    if decay is None:  # shifted inclusive sums: no cancellation from subtracting writes back
-        totals = writes.cumsum(2) + s0[:, :, None]
-        return torch.cat([s0[:, :, None], totals[:, :, :-1]], dim=2), totals[:, :, -1]
+    if decay is None:
+        return _PrefixScan.apply(writes, s0.expand(writes[:, :, 0].shape))
     return _DiagonalScan.apply(decay, writes, s0)
 
 
