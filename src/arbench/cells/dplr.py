@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from arbench.cells.delta_rule import _UnitLowerInverse
+from arbench.cells.kda_chunks import KDAChunks
 from arbench.cells.scan import matrix_scan
 
 
@@ -355,7 +356,9 @@ def kda_chunked(
     """Chunkwise-parallel KDA: the DPLR chunk form specialised to a = alpha k, b = -beta k.
 
     Then A_ak = P diag(beta) = -A_ab and A_qk = Q diag(beta) = -A_qb with P, Q the decayed
-    k-k (strict) and q-k (inclusive) products, so only two pairwise matrices are built.
+    k-k (strict) and q-k (inclusive) products, so only two pairwise matrices are built. When
+    `factorisable` allows (the usual case), `KDAChunks` runs it with a hand-written backward;
+    otherwise P and Q come from the tree and autograd differentiates.
     """
     bsz, h, t, dk, dv = _check(q, k, v, log_alpha, k, k)
     if beta.shape != q.shape[:3]:
@@ -370,32 +373,18 @@ def kda_chunked(
     beta = _chunks(beta[..., None], n, c)[..., 0]  # (B,H,N,C); zero-padded steps write nothing
     g = log_alpha.cumsum(-2)
 
-    g_end = g[..., -1:, :]
     if factorisable(g, dim=-2):
-        # As in the diagonal kernel: decays relative to the chunk middle r give both pairwise
-        # matrices as masked matmuls, and the same rescaled q and k serve the state terms.
-        ref = g[..., c // 2 : c // 2 + 1, :]
-        to_ref = (g - ref).exp()
-        q_rel, k_rel = q * to_ref, k * to_ref  # x e^{G-r}
-        k_from_t = (k * (ref - g).exp()).transpose(-1, -2)  # (k e^{r-G})^T
-        lower = torch.ones(c, c, dtype=q.dtype, device=q.device).tril()
-        col_beta = beta[..., None, :]
-        q_beta = (q_rel @ k_from_t) * (lower * col_beta)
-        p_beta = (k_rel @ k_from_t) * (lower.tril(-1) * col_beta)
-        e_ref = ref.exp()
-        k_dec, q_dec = k_rel * e_ref, q_rel * e_ref  # x e^{G}
-        k_end = k_from_t.transpose(-1, -2) * (g_end - ref).exp()  # k e^{G_C - G}
-    else:
-        gy = g[..., None, :]
-        pw = _tree_pairwise(torch.stack([q, k], dim=-2), gy, k[..., None, :], gy, 1)
-        q_beta, p_beta = (m[..., 0, :, :] * beta[..., None, :] for m in pw.unbind(-4))
-        k_dec, q_dec = k * g.exp(), q * g.exp()
-        k_end = k * (g_end - g).clamp(max=0.0).exp()
+        o, s = KDAChunks.apply(q, k, v, beta, g, s0.contiguous())
+        return o.flatten(2, 3)[:, :, :t], s
+    g_end = g[..., -1:, :]
+    gy = g[..., None, :]
+    pw = _tree_pairwise(torch.stack([q, k], dim=-2), gy, k[..., None, :], gy, 1)
+    q_beta, p_beta = (m[..., 0, :, :] * beta[..., None, :] for m in pw.unbind(-4))
+    k_dec, q_dec = k * g.exp(), q * g.exp()
+    k_end = k * (g_end - g).clamp(max=0.0).exp()
 
-    rhs = torch.cat([k_dec, p_beta @ v], dim=-1)
-    sol = _UnitLowerInverse.apply(p_beta) @ rhs  # (I + P diag(beta))^{-1} rhs
-    w_mat, u_mat = sol.split([dk, dv], dim=-1)
-    wv = torch.cat([w_mat, v - u_mat], dim=-1)  # [W | V - U]
+    # [W | V - U] with V - U = V - T P diag(beta) V = T V, T = (I + P diag(beta))^{-1}
+    wv = _UnitLowerInverse.apply(p_beta) @ torch.cat([k_dec, v], dim=-1)
 
     k_end_t = (beta[..., None] * k_end).transpose(-1, -2)
     k_w, k_r = (k_end_t @ wv).split([dk, dv], dim=-1)
