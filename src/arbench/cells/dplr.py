@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from arbench.cells.delta_rule import _UnitLowerInverse
+from arbench.cells.dplr_chunks import DPLRChunks
 from arbench.cells.kda_chunks import KDAChunks
 from arbench.cells.scan import matrix_scan
 
@@ -264,37 +265,24 @@ def dplr_chunked(
     # Zero padding: log_w = 0, a = b = k = 0 makes padded steps identities on the state.
     q, k, v, log_w, a, b = (_chunks(x, n, c) for x in (q, k, v, log_w, a, b))
     g = log_w.cumsum(-2)  # inclusive G_t, non-increasing along time
-    ge = F.pad(g[..., :-1, :], (0, 0, 1, 0))  # exclusive E_t = G_{t-1}, shifted exactly
-
-    g_end = g[..., -1:, :]  # (B,H,N,1,dk)
     if factorisable(g, dim=-2):
-        # Decays relative to the chunk middle r: rows x e^{G-r} (e^{E-r} for a), columns
-        # y e^{r-G}; the four pairwise matrices are masked matmuls of two stacked operands,
-        # and the same rescaled rows and columns serve the state terms.
-        ref = g[..., c // 2 : c // 2 + 1, :]
-        rows = torch.stack([q * (g - ref).exp(), a * (ge - ref).exp()], dim=-3)  # (.,2,C,dk)
-        cols = torch.stack([k, b], dim=-3) * (ref - g).exp().unsqueeze(-3)
-        lower = torch.ones(c, c, dtype=q.dtype, device=q.device).tril()
-        pw = rows.unsqueeze(-3) @ cols.unsqueeze(-4).transpose(-1, -2)  # (., 2, 2, C, C)
-        (a_qk, a_qb), (a_ak, a_ab) = (row.unbind(-3) for row in pw.unbind(-4))
-        a_qk, a_qb = a_qk * lower, a_qb * lower
-        a_ak, a_ab = a_ak.tril(-1), a_ab.tril(-1)
-        e_ref, e_end = ref.exp(), (g_end - ref).exp()
-        q_dec, a_dec = rows[..., 0, :, :] * e_ref, rows[..., 1, :, :] * e_ref  # x e^{G}, a e^{E}
-        k_end, b_end = (cols * e_end.unsqueeze(-3)).unbind(-3)  # y e^{G_C - G}
-    else:
-        # The tree: rows x in {q (inclusive, G), a (strict, E)}, cols y in {k, b}.
-        pw = _tree_pairwise(
-            torch.stack([q, a], dim=-2),
-            torch.stack([g, ge], dim=-2),
-            torch.stack([k, b], dim=-2),
-            g[..., None, :],
-            1,
-        )
-        (a_qk, a_qb), (a_ak, a_ab) = (row.unbind(-3) for row in pw.unbind(-4))
-        q_dec, a_dec = q * g.exp(), a * ge.exp()
-        to_end = (g_end - g).clamp(max=0.0).exp()
-        k_end, b_end = k * to_end, b * to_end
+        o, s = DPLRChunks.apply(q, k, v, a, b, g, s0.contiguous())
+        return o.flatten(2, 3)[:, :, :t], s
+
+    # The tree: rows x in {q (inclusive, G), a (strict, E)}, cols y in {k, b}.
+    ge = F.pad(g[..., :-1, :], (0, 0, 1, 0))  # exclusive E_t = G_{t-1}, shifted exactly
+    g_end = g[..., -1:, :]  # (B,H,N,1,dk)
+    pw = _tree_pairwise(
+        torch.stack([q, a], dim=-2),
+        torch.stack([g, ge], dim=-2),
+        torch.stack([k, b], dim=-2),
+        g[..., None, :],
+        1,
+    )
+    (a_qk, a_qb), (a_ak, a_ab) = (row.unbind(-3) for row in pw.unbind(-4))
+    q_dec, a_dec = q * g.exp(), a * ge.exp()
+    to_end = (g_end - g).clamp(max=0.0).exp()
+    k_end, b_end = k * to_end, b * to_end
 
     rhs = torch.cat([a_dec, a_ak @ v], dim=-1)
     sol = _UnitLowerInverse.apply(-a_ab) @ rhs  # [W | U] = (I - A_ab)^{-1} rhs

@@ -45,7 +45,7 @@ class _DiagonalScan(torch.autograd.Function):
         buf[0] = s0
         for i in range(n):
             torch.addcmul(w[i], a[i], buf[i], out=buf[i + 1])
-        starts = buf[:n].movedim(0, 2)
+        starts = buf[:n].movedim(0, 2).contiguous()  # batch-major for the matmuls that read it
         ctx.save_for_backward(decay, starts)
         return starts, buf[n]
 
@@ -62,7 +62,7 @@ class _DiagonalScan(torch.autograd.Function):
         g[n] = _grad_or_zeros(d_final, starts[:, :, 0])
         for i in range(n - 1, -1, -1):
             torch.addcmul(d_st[i], a[i], g[i + 1], out=g[i])
-        d_writes = g[1:].movedim(0, 2)  # dR_n = dL/dS_{n+1}
+        d_writes = g[1:].movedim(0, 2).contiguous()  # dR_n = dL/dS_{n+1}
         d_decay = _reduce_to(d_writes * starts, decay.shape)
         return d_decay, d_writes, g[0]
 
@@ -85,7 +85,7 @@ class _PrefixScan(torch.autograd.Function):
         for i in range(n):
             torch.add(buf[i], w[i], out=buf[i + 1])
         ctx.n = n
-        return buf[:n].movedim(0, 2), buf[n]
+        return buf[:n].movedim(0, 2).contiguous(), buf[n]
 
     @staticmethod
     @once_differentiable
@@ -105,7 +105,7 @@ class _PrefixScan(torch.autograd.Function):
             d_st = d_starts.movedim(2, 0)
             for i in range(n - 1, -1, -1):
                 torch.add(d_st[i], g[i + 1], out=g[i])
-        return g[1:].movedim(0, 2), g[0]
+        return g[1:].movedim(0, 2).contiguous(), g[0]
 
 
 def matrix_scan_forward(
@@ -121,7 +121,9 @@ def matrix_scan_forward(
     buf[0] = s0.reshape(b * h, dk, dv)
     for i in range(n):
         torch.baddbmm(r3[:, i], m3[:, i], buf[i], out=buf[i + 1])
-    return buf[:n].view(n, b, h, dk, dv).movedim(0, 2), buf[n].view(b, h, dk, dv)
+    # batch-major copy: a matmul reading the strided chunk-major view would copy it each time
+    starts = buf[:n].view(n, b, h, dk, dv).movedim(0, 2).contiguous()
+    return starts, buf[n].view(b, h, dk, dv)
 
 
 def matrix_scan_backward(
@@ -138,7 +140,7 @@ def matrix_scan_backward(
     g[n] = _grad_or_zeros(d_final, starts[:, :, 0]).reshape(b * h, dk, dv)
     for i in range(n - 1, -1, -1):
         torch.baddbmm(d_st[:, i], m3[:, i], g[i + 1], out=g[i])
-    d_r = g[1:].view(n, b, h, dk, dv).movedim(0, 2)  # dR_n = dL/dS_{n+1}
+    d_r = g[1:].view(n, b, h, dk, dv).movedim(0, 2).contiguous()  # dR_n = dL/dS_{n+1}
     d_m = d_r @ starts.transpose(-1, -2)
     return d_m, d_r, g[0].view(b, h, dk, dv)
 
