@@ -36,7 +36,8 @@ def _sm(*args: str, cwd: Path = ROOT, timeout: int = 900) -> subprocess.Complete
 
 
 def test_paper_dry_run_plans_every_training_job() -> None:
-    proc = _sm("-n", "--cores", "8", "results/tables/factorial.tex")
+    # --forceall: plan every job even where a working checkout already holds some outputs
+    proc = _sm("-n", "--forceall", "--cores", "8", "results/tables/factorial.tex")
     assert proc.returncode == 0, proc.stderr[-3000:]
     counts = dict(re.findall(r"^(\w+)\s+(\d+)$", proc.stdout, flags=re.M))
     assert int(counts["train"]) >= 80
@@ -128,7 +129,7 @@ def test_report_collects_flagged_tables_and_figures(smoke_run: Path) -> None:
 
 
 def test_slurm_profile_plans_the_paper_dag() -> None:
-    proc = _sm("-n", "--profile", "profiles/slurm", "results/tables/factorial.tex")
+    proc = _sm("-n", "--forceall", "--profile", "profiles/slurm", "results/tables/factorial.tex")
     assert proc.returncode == 0, proc.stderr[-3000:]
     counts = dict(re.findall(r"^(\w+)\s+(\d+)$", proc.stdout, flags=re.M))
     assert int(counts["train"]) >= 80
