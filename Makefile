@@ -27,12 +27,12 @@ paper-dryrun: $(STAMP)
 	$(BIN)/snakemake -n --cores 8
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests scripts
+	$(BIN)/ruff check src tests scripts benchmarks
 	$(BIN)/snakemake --lint
 	$(BIN)/snakefmt --check .
 
 fmt: $(STAMP)
-	$(BIN)/ruff format src tests scripts
+	$(BIN)/ruff format src tests scripts benchmarks
 	$(BIN)/snakefmt .
 
 report: $(STAMP)

@@ -112,7 +112,7 @@ def test_lints_are_clean() -> None:
     )
     assert fmt.returncode == 0, fmt.stderr[-3000:]
     ruff = subprocess.run(
-        [str(BIN / "ruff"), "check", "src", "tests", "scripts"],
+        [str(BIN / "ruff"), "check", "src", "tests", "scripts", "benchmarks"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -28,26 +28,52 @@ def _reduce_to(grad: torch.Tensor, shape: torch.Size) -> torch.Tensor:
     return grad.sum(axes, keepdim=True) if axes else grad
 
 
-class _DiagonalScan(torch.autograd.Function):
-    """S_{n+1} = a_n * S_n + R_n with a_n broadcast over (dk, dv) (per row or scalar).
+def diagonal_scan_forward(
+    decay: torch.Tensor, writes: torch.Tensor, s0: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """No-autograd loop S_{n+1} = a_n * S_n + R_n: (states entering each chunk, final state).
 
-    The loops run chunk-major ((N, B, H, dk, dv) buffers), so every step writes its result in
+    The loop runs chunk-major ((N, B, H, dk, dv) buffers), so every step writes its result in
     place into a contiguous slice instead of copying the state into a strided one.
     """
+    n = writes.shape[2]
+    a, w = decay.movedim(2, 0), writes.movedim(2, 0)
+    buf = writes.new_empty((n + 1, *s0.shape))  # buf[i] = S_i, the state entering chunk i
+    buf[0] = s0
+    for i in range(n):
+        torch.addcmul(w[i], a[i], buf[i], out=buf[i + 1])
+    return buf[:n].movedim(0, 2).contiguous(), buf[n]  # batch-major for the matmuls that read it
+
+
+def diagonal_scan_backward(
+    decay: torch.Tensor,
+    starts: torch.Tensor,
+    d_starts: torch.Tensor | None,
+    d_final: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Reverse scan of `diagonal_scan_forward`: (d decay, d writes, d s0)."""
+    n = starts.shape[2]
+    a = decay.movedim(2, 0)
+    d_st = _grad_or_zeros(d_starts, starts).movedim(2, 0)
+    g = starts.new_empty((n + 1, *starts[:, :, 0].shape))  # g[i] = dL/dS_i in total
+    g[n] = _grad_or_zeros(d_final, starts[:, :, 0])
+    for i in range(n - 1, -1, -1):
+        torch.addcmul(d_st[i], a[i], g[i + 1], out=g[i])
+    d_writes = g[1:].movedim(0, 2).contiguous()  # dR_n = dL/dS_{n+1}
+    d_decay = _reduce_to(d_writes * starts, decay.shape)
+    return d_decay, d_writes, g[0]
+
+
+class _DiagonalScan(torch.autograd.Function):
+    """S_{n+1} = a_n * S_n + R_n with a_n broadcast over (dk, dv) (per row or scalar)."""
 
     @staticmethod
     def forward(
         ctx: Any, decay: torch.Tensor, writes: torch.Tensor, s0: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        n = writes.shape[2]
-        a, w = decay.movedim(2, 0), writes.movedim(2, 0)
-        buf = writes.new_empty((n + 1, *s0.shape))  # buf[i] = S_i, the state entering chunk i
-        buf[0] = s0
-        for i in range(n):
-            torch.addcmul(w[i], a[i], buf[i], out=buf[i + 1])
-        starts = buf[:n].movedim(0, 2).contiguous()  # batch-major for the matmuls that read it
+        starts, final = diagonal_scan_forward(decay, writes, s0)
         ctx.save_for_backward(decay, starts)
-        return starts, buf[n]
+        return starts, final
 
     @staticmethod
     @once_differentiable
@@ -55,16 +81,7 @@ class _DiagonalScan(torch.autograd.Function):
         ctx: Any, d_starts: torch.Tensor | None, d_final: torch.Tensor | None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         decay, starts = ctx.saved_tensors
-        n = starts.shape[2]
-        a = decay.movedim(2, 0)
-        d_st = _grad_or_zeros(d_starts, starts).movedim(2, 0)
-        g = starts.new_empty((n + 1, *starts[:, :, 0].shape))  # g[i] = dL/dS_i in total
-        g[n] = _grad_or_zeros(d_final, starts[:, :, 0])
-        for i in range(n - 1, -1, -1):
-            torch.addcmul(d_st[i], a[i], g[i + 1], out=g[i])
-        d_writes = g[1:].movedim(0, 2).contiguous()  # dR_n = dL/dS_{n+1}
-        d_decay = _reduce_to(d_writes * starts, decay.shape)
-        return d_decay, d_writes, g[0]
+        return diagonal_scan_backward(decay, starts, d_starts, d_final)
 
 
 class _PrefixScan(torch.autograd.Function):
