@@ -24,13 +24,13 @@ import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
 from arbench.cells.delta_rule import unit_lower_inverse
+from arbench.cells.relative_decays import causal_mask, middle_relative
 from arbench.cells.scan import matrix_scan_backward, matrix_scan_forward
 
 
 def _block_mask(c: int, like: torch.Tensor) -> torch.Tensor:
     """[[L, L], [L-, L-]]: inclusive causal rows for q, strictly causal rows for a."""
-    lower = torch.ones(c, c, dtype=like.dtype, device=like.device).tril_()
-    return torch.cat([lower.repeat(1, 2), lower.tril(-1).repeat(1, 2)])
+    return torch.cat([causal_mask(c, like), causal_mask(c, like, strict=True)]).repeat(1, 2)
 
 
 class DPLRChunks(torch.autograd.Function):
@@ -52,11 +52,8 @@ class DPLRChunks(torch.autograd.Function):
         s0: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         c, dk = q.shape[-2], q.shape[-1]
-        ref = g[..., c // 2 : c // 2 + 1, :]
-        g_end = g[..., -1:, :]
-        e_q = (g - ref).exp_()  # e^{G-r}
+        ref, e_q, e_c, e_ref, e_end = middle_relative(g)  # r, e^{G-r}, e^{r-G}, e^r, e^{G_C-r}
         e_a = (F.pad(g[..., :-1, :], (0, 0, 1, 0)) - ref).exp_()  # e^{E-r}
-        e_c = e_q.reciprocal()  # e^{r-G}
         rows = torch.cat([q * e_q, a * e_a], dim=-2)  # (.., 2C, dk)
         cols = torch.cat([k * e_c, b * e_c], dim=-2)
         p = (rows @ cols.transpose(-1, -2)).mul_(_block_mask(c, q))
@@ -64,7 +61,6 @@ class DPLRChunks(torch.autograd.Function):
         a_qk, a_qb, a_ak, a_ab = (
             p[..., i : i + c, j : j + c].contiguous() for i in (0, c) for j in (0, c)
         )
-        e_ref, e_end = ref.exp(), (g_end - ref).exp_()
         dec = rows * e_ref  # [q e^G; a e^E]
         x = torch.cat([dec[..., c:, :], a_ak @ v], dim=-1)
         t = unit_lower_inverse(a_ab.neg())

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from torch.autograd.function import once_differentiable
 
+from arbench.cells.relative_decays import causal_mask, middle_relative
 from arbench.cells.scan import diagonal_scan_backward, diagonal_scan_forward
 
 
@@ -33,14 +34,9 @@ class GLAChunks(torch.autograd.Function):
         g: torch.Tensor,
         s0: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        c = q.shape[-2]
-        ref = g[..., c // 2 : c // 2 + 1, :]
-        e_q = (g - ref).exp_()  # e^{G-r}
-        e_k = e_q.reciprocal()  # e^{r-G}
+        _, e_q, e_k, e_ref, e_end = middle_relative(g)  # e^{G-r}, e^{r-G}, e^r, e^{G_C-r}
         q_rel, k_rel = q * e_q, k * e_k
-        lower = torch.ones(c, c, dtype=q.dtype, device=q.device).tril_()
-        p = (q_rel @ k_rel.transpose(-1, -2)).mul_(lower)
-        e_ref, e_end = ref.exp(), (g[..., -1:, :] - ref).exp_()
+        p = (q_rel @ k_rel.transpose(-1, -2)).mul_(causal_mask(q.shape[-2], q))
         k_end = k_rel * e_end  # k e^{G_C - G}
         q_in = q_rel * e_ref  # q e^G
         a_end = (e_end * e_ref).transpose(-1, -2)  # e^{G_C} per row, (.., dk, 1)
@@ -55,15 +51,13 @@ class GLAChunks(torch.autograd.Function):
         ctx: Any, d_o: torch.Tensor | None, d_final: torch.Tensor | None
     ) -> tuple[torch.Tensor | None, ...]:
         q_rel, k_rel, p, v, e_q, e_k, e_ref, e_end, a_end, starts = ctx.saved_tensors
-        c = q_rel.shape[-2]
         if d_o is None:
             d_o = torch.zeros_like(v)
         q_in, k_end = q_rel * e_ref, k_rel * e_end
         d_a_end, d_r, d_s0 = diagonal_scan_backward(
             a_end, starts, q_in.transpose(-1, -2) @ d_o, d_final
         )
-        lower = torch.ones(c, c, dtype=v.dtype, device=v.device).tril_()
-        d_p = (d_o @ v.transpose(-1, -2)).mul_(lower)
+        d_p = (d_o @ v.transpose(-1, -2)).mul_(causal_mask(q_rel.shape[-2], v))
         d_v = (p.transpose(-1, -2) @ d_o).add_(k_end @ d_r)
         d_k_end = v @ d_r.transpose(-1, -2)
         d_q_rel = torch.addcmul(d_p @ k_rel, d_o @ starts.transpose(-1, -2), e_ref)

@@ -25,6 +25,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from arbench.cells.delta_rule import unit_lower_inverse
+from arbench.cells.relative_decays import causal_mask, middle_relative
 from arbench.cells.scan import matrix_scan_backward, matrix_scan_forward
 
 
@@ -45,16 +46,11 @@ class KDAChunks(torch.autograd.Function):
         s0: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         c, dk = q.shape[-2], q.shape[-1]
-        ref = g[..., c // 2 : c // 2 + 1, :]
-        g_end = g[..., -1:, :]
-        e_pos = (g - ref).exp_()
-        e_neg = e_pos.reciprocal()
+        _, e_pos, e_neg, e_ref, e_end = middle_relative(g)  # e^{G-r}, e^{r-G}, e^r, e^{G_C-r}
         q_rel, k_rel, k_from = q * e_pos, k * e_pos, k * e_neg
-        lower = torch.ones(c, c, dtype=q.dtype, device=q.device).tril_()
-        s_q = (q_rel @ k_from.transpose(-1, -2)).mul_(lower)
-        s_p = (k_rel @ k_from.transpose(-1, -2)).mul_(lower.tril(-1))
+        s_q = (q_rel @ k_from.transpose(-1, -2)).mul_(causal_mask(c, q))
+        s_p = (k_rel @ k_from.transpose(-1, -2)).mul_(causal_mask(c, q, strict=True))
         beta_col = beta[..., None, :]
-        e_ref, e_end = ref.exp(), (g_end - ref).exp_()
         x = torch.cat([k_rel * e_ref, v], dim=-1)  # [k e^G | V]
         t = unit_lower_inverse(s_p * beta_col)
         y = t @ x
@@ -62,7 +58,7 @@ class KDAChunks(torch.autograd.Function):
         kb = k_end * beta[..., None]
         gm = kb.transpose(-1, -2) @ y  # [K_w | R]
         m = gm[..., :dk].neg()
-        m.diagonal(dim1=-2, dim2=-1).add_(g_end.exp()[..., 0, :])
+        m.diagonal(dim1=-2, dim2=-1).add_((e_end * e_ref)[..., 0, :])  # e^{G_C}
         r = gm[..., dk:].contiguous()
         z = (s_q * beta_col) @ y  # [Q_w | O_intra]
         q_eff = torch.sub(q_rel * e_ref, z[..., :dk])

@@ -64,26 +64,6 @@ def diagonal_scan_backward(
     return d_decay, d_writes, g[0]
 
 
-class _DiagonalScan(torch.autograd.Function):
-    """S_{n+1} = a_n * S_n + R_n with a_n broadcast over (dk, dv) (per row or scalar)."""
-
-    @staticmethod
-    def forward(
-        ctx: Any, decay: torch.Tensor, writes: torch.Tensor, s0: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        starts, final = diagonal_scan_forward(decay, writes, s0)
-        ctx.save_for_backward(decay, starts)
-        return starts, final
-
-    @staticmethod
-    @once_differentiable
-    def backward(
-        ctx: Any, d_starts: torch.Tensor | None, d_final: torch.Tensor | None
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        decay, starts = ctx.saved_tensors
-        return diagonal_scan_backward(decay, starts, d_starts, d_final)
-
-
 class _PrefixScan(torch.autograd.Function):
     """S_{n+1} = S_n + R_n: the undecayed carry, as the same chunk-major loop of adds.
 
@@ -162,24 +142,30 @@ def matrix_scan_backward(
     return d_m, d_r, g[0].view(b, h, dk, dv)
 
 
-class _MatrixScan(torch.autograd.Function):
-    """S_{n+1} = M_n S_n + R_n with M_n (dk x dk)."""
+class _Scan(torch.autograd.Function):
+    """S_{n+1} = A_n S_n + R_n run by a (forward loop, reverse loop) pair of functions:
+    `diagonal_scan_forward/_backward` (A scalar or per row) or `matrix_scan_forward/_backward`."""
 
     @staticmethod
     def forward(
-        ctx: Any, m: torch.Tensor, r: torch.Tensor, s0: torch.Tensor
+        ctx: Any, loops: tuple[Any, Any], a: torch.Tensor, r: torch.Tensor, s0: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        starts, final = matrix_scan_forward(m, r, s0)
-        ctx.save_for_backward(m, starts)
+        starts, final = loops[0](a, r, s0)
+        ctx.backward_loop = loops[1]
+        ctx.save_for_backward(a, starts)
         return starts, final
 
     @staticmethod
     @once_differentiable
     def backward(
         ctx: Any, d_starts: torch.Tensor | None, d_final: torch.Tensor | None
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        m, starts = ctx.saved_tensors
-        return matrix_scan_backward(m, starts, d_starts, d_final)
+    ) -> tuple[torch.Tensor | None, ...]:
+        a, starts = ctx.saved_tensors
+        return (None, *ctx.backward_loop(a, starts, d_starts, d_final))
+
+
+_DIAGONAL = (diagonal_scan_forward, diagonal_scan_backward)
+_MATRIX = (matrix_scan_forward, matrix_scan_backward)
 
 
 def diagonal_scan(
@@ -194,7 +180,7 @@ def diagonal_scan(
         return writes, s0
     if decay is None:
         return _PrefixScan.apply(writes, s0.expand(writes[:, :, 0].shape))
-    return _DiagonalScan.apply(decay, writes, s0)
+    return _Scan.apply(_DIAGONAL, decay, writes, s0)
 
 
 def matrix_scan(
@@ -206,4 +192,4 @@ def matrix_scan(
     """
     if r.shape[2] == 0:
         return r, s0
-    return _MatrixScan.apply(m.contiguous(), r.contiguous(), s0.contiguous())
+    return _Scan.apply(_MATRIX, m.contiguous(), r.contiguous(), s0.contiguous())
