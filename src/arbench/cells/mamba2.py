@@ -89,8 +89,8 @@ class Mamba2Cell(SequenceMixer):
         # no odd-width GEMM (d_inner + conv channels + heads is odd; about 1.5x slower on CPU)
         # and no concatenation of the three gradients in the backward.
         z, xbc, dt_raw = (F.linear(x, w) for w in self.in_proj.weight.split(self._in_widths))
-        xbc, new_tail = self.conv(xbc, tail, self.conv_bias)
-        xs, bmat, cmat = F.silu(xbc).split([self.d_inner, n, n], dim=-1)
+        xbc, new_tail = self.conv(xbc, tail)  # the bias outside: see ShortConv.forward
+        xs, bmat, cmat = F.silu(xbc + self.conv_bias).split([self.d_inner, n, n], dim=-1)
         dt = F.softplus(dt_raw + self.dt_bias).transpose(1, 2)  # (B,H,T)
         log_decay = dt * -self.A_log.exp()[:, None]  # dt * A, A < 0
         xs = xs.reshape(b, t, h, p).transpose(1, 2)  # (B,H,T,P)
