@@ -1,10 +1,10 @@
 """The DPLR chunk form with per-channel decays folded into its operands; hand-written backward.
 
 Per chunk (C steps, G / E the inclusive / exclusive cumulative per-channel log-decays, r = G at
-the chunk middle), the rows R = [q e^{G-r}; a e^{E-r}] and columns K = [k e^{r-G}; b e^{r-G}]
-give all four pairwise matrices of `dplr.dplr_chunked` as one masked product
-    P = (R K^T) * [[L, L], [L-, L-]] = [[A_qk, A_qb], [A_ak, A_ab]],
-then T = (I - A_ab)^{-1}, X = [a e^E | A_ak V], Y = T X = [W | U],
+the chunk middle), the stacked rows X = [q e^{G-r}; a e^{E-r}] and columns Y = [k e^{r-G};
+b e^{r-G}] give all four pairwise matrices of `dplr.dplr_chunked` as one masked product
+    P = (X Y^T) * [[L, L], [L-, L-]] = [[A_qk, A_qb], [A_ak, A_ab]],
+then T = (I - A_ab)^{-1}, [W | U] = T [a e^E | A_ak V],
     M = Diag(e^{G_C}) + B~^T W,  R = K~^T V + B~^T U,  Q_eff = q e^G + A_qb W,
     O_intra = A_qk V + A_qb U,   (K~, B~ = k, b e^{G_C - G}),
 the carry S_{n+1} = M_n S_n + R_n, and O = Q_eff S_n + O_intra.
