@@ -70,8 +70,13 @@ class KimiDeltaAttention(SequenceMixer):
 
     def log_decay(self, x: torch.Tensor) -> torch.Tensor:
         """Per-channel log-decay (B,H,T,dk) for input x (B,T,d_model)."""
-        z = self.f_proj(x).unflatten(-1, (self.heads, self.d_k)).transpose(1, 2)
-        return kda_log_decay(z, self.a_log[:, None, :])
+        return self._log_decay_of(self.f_proj(x))
+
+    def _log_decay_of(self, z: torch.Tensor) -> torch.Tensor:
+        """Log-decay (B,H,T,dk) from the decay projection's output z (B,T,H*dk)."""
+        return kda_log_decay(
+            z.unflatten(-1, (self.heads, self.d_k)).transpose(1, 2), self.a_log[:, None]
+        )
 
     def prepare(self, x: torch.Tensor, state: State | None) -> tuple[tuple, dict]:
         """Kernel args (q, k, v, beta, log_alpha, S0) after the short conv, SiLU and L2 norms."""
@@ -92,8 +97,7 @@ class KimiDeltaAttention(SequenceMixer):
             torch.cat([self.f_proj.weight, self.g_proj.weight]),
             torch.cat([self.f_proj.bias, self.g_proj.bias]),
         ).split([h * dk, h * dv], dim=-1)
-        log_alpha = kda_log_decay(z.unflatten(-1, (h, dk)).transpose(1, 2), self.a_log[:, None])
-        return (q, k, v, beta, log_alpha, s0), {"gate": gate, "conv": tail}
+        return (q, k, v, beta, self._log_decay_of(z), s0), {"gate": gate, "conv": tail}
 
     def kernel(self, form: Form) -> Kernel:
         return pick_form(form, kda_chunked, kda_recurrent, self.chunk_size)
