@@ -4,7 +4,8 @@ Times each recurrent cell's forward+backward at the benchmark's shape three ways
 the chunked cell, the recurrent cell, and the cell with its kernel replaced by a pass-through
 (outputs = v, every kernel input kept in the graph), which leaves only the projections,
 convolutions, norms and gates that both forms share. Recurrent / shared is then the best
-whole-cell ratio any chunked kernel could reach (Amdahl).
+whole-cell ratio any chunked kernel could reach (Amdahl). `results/bench/cells.json` records
+the same measurement (`shared_work`) for every T; this is the quick one-length version.
 
     .venv/bin/python benchmarks/shared_work.py --cells additive,delta_rule,mamba2 --threads 2
 """
@@ -16,7 +17,6 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -30,17 +30,8 @@ from arbench.evaluate.bench import (  # noqa: E402
     cell_options,
     cell_step,
     has_kernel,
+    shared_step,
 )
-
-
-def pass_through(*args: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    """A stand-in kernel: returns v (plus zero times every other tensor input) and zero state."""
-    q, k, v = args[:3]
-    o = v * 1.0
-    for extra in (q, k, *args[3:-1]):
-        if torch.is_tensor(extra):
-            o = o + extra.sum() * 0.0
-    return o, v.new_zeros(*v.shape[:2], q.shape[-1], v.shape[-1])
 
 
 def main() -> None:
@@ -63,13 +54,10 @@ def main() -> None:
         cell = build_cell(name, D_MODEL, **cell_options(name))
         if not has_kernel(cell):
             continue
-        torch.manual_seed(0)
-        shared = build_cell(name, D_MODEL, **cell_options(name))
-        shared.kernel = lambda form: pass_through  # type: ignore[method-assign]
         steps = {
             "chunked": cell_step(cell, x, proj, "chunked"),
             "recurrent": cell_step(cell, x, proj, "recurrent"),
-            "shared": cell_step(shared, x, proj, "chunked"),
+            "shared": shared_step(cell, x, proj),
         }
         times: dict[str, list[float]] = {label: [] for label in steps}
         for i in range(args.repeats + 1):  # the first round warms up

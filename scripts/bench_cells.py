@@ -2,7 +2,7 @@
 
 import _arbench_path  # noqa: F401  (puts src/ on sys.path)
 
-from arbench.evaluate.bench import ratios, run_bench
+from arbench.evaluate.bench import ratios, run_bench, shared_caps
 from arbench.glue import setup
 from arbench.io import atomic_write_json
 from arbench.report.bench_figure import bench_figure
@@ -22,6 +22,9 @@ for scope in ("cell", "kernel"):
     for cell, by_t in ratios(result, scope).items():
         speedups = ", ".join(f"T={t}: {r:.1f}x" for t, r in by_t.items())
         log(f"{cell} ({scope}): chunked/recurrent {speedups}")
+for cell, by_t in shared_caps(result).items():
+    caps = ", ".join(f"T={t}: {r:.1f}x" for t, r in by_t.items())
+    log(f"{cell}: whole-cell cap (recurrent / shared work) {caps}")
 atomic_write_json(snakemake.output.json, result)
 bench_figure(result, [snakemake.output.png, snakemake.output.pdf])
 log(f"wrote {snakemake.output.json}, {snakemake.output.png} and {snakemake.output.pdf}")

@@ -4,8 +4,20 @@ from __future__ import annotations
 
 import json
 
+import torch
+
 from arbench.cells import build_cell
-from arbench.evaluate.bench import bench_cells, cell_options, ratios, run_bench, throughput
+from arbench.evaluate.bench import (
+    bench_cells,
+    cell_options,
+    cell_step,
+    pass_through,
+    ratios,
+    run_bench,
+    shared_caps,
+    shared_step,
+    throughput,
+)
 from arbench.report.bench_figure import bench_figure
 
 
@@ -37,17 +49,28 @@ def test_run_bench_shape_and_positive_numbers(tmp_path) -> None:
     # the recurrence alone is timed too, for cells that have one (not the wrapper, not attention)
     assert set(ratios(result, "kernel")) == {"delta_rule"}
     assert {r["scope"] for r in result["throughput"]} == {"cell", "kernel"}
+    # shared work (the cell around a pass-through kernel) for cells with a kernel only
+    assert {(r["cell"], r["T"]) for r in result["shared_work"]} == {
+        ("delta_rule", 16),
+        ("delta_rule", 32),
+    }
+    assert all(r["seconds"] > 0 and r["recurrent_over_shared"] > 0 for r in result["shared_work"])
+    assert set(shared_caps(result)) == {"delta_rule"}
     outputs = [tmp_path / "cells.png", tmp_path / "cells.pdf"]
     bench_figure(result, outputs)
     assert all(p.stat().st_size > 0 for p in outputs)
 
 
 def test_recurrent_skipped_over_budget_and_recorded() -> None:
-    rows, skipped = throughput(["additive"], [8, 64], 2, repeats=1, max_recurrent_seconds=0.0)
+    rows, skipped, shared = throughput(
+        ["additive"], [8, 64], 2, repeats=1, max_recurrent_seconds=0.0
+    )
     forms = {(r["form"], r["T"]) for r in rows}
     assert forms == {("chunked", 8), ("recurrent", 8), ("chunked", 64)}
     got = [(s["cell"], s["scope"], s["form"], s["T"]) for s in skipped]
     assert got == [("additive", scope, "recurrent", 64) for scope in ("cell", "kernel")]
+    # shared work is timed at both lengths; its cap needs the recurrent time of the same T
+    assert [(r["T"], "recurrent_over_shared" in r) for r in shared] == [(8, True), (64, False)]
 
 
 def test_every_registered_cell_is_benchmarked_at_the_factorial_state() -> None:
@@ -55,3 +78,23 @@ def test_every_registered_cell_is_benchmarked_at_the_factorial_state() -> None:
         cell = build_cell(name, 32, **cell_options(name))
         expected = 0 if name == "attention" else 1024  # attention keeps a growing KV cache
         assert cell.state_size() == expected, name
+
+
+def test_shared_step_runs_the_whole_backward_but_no_kernel() -> None:
+    """Every parameter the real cell trains gets a gradient from the shared step too, and the
+    shared output is the cell's `finish` applied to v (the pass-through)."""
+    torch.manual_seed(0)
+    cell = build_cell("kda", 32, **cell_options("kda"))
+    x, proj = torch.randn(2, 24, 32), torch.randn(2, 24, 32)
+    cell_step(cell, x, proj, "chunked")()
+    trained = {n for n, p in cell.named_parameters() if p.grad is not None}
+    shared_step(cell, x, proj)()
+    assert trained and {n for n, p in cell.named_parameters() if p.grad is not None} == trained
+    args, ctx = cell.prepare(x, None)
+    o, s = pass_through(*args)
+    assert torch.equal(o, args[2]) and not s.any()
+    leaves = [a.detach().requires_grad_(True) for a in args[:5]]
+    o, _ = pass_through(*leaves, None)
+    o.sum().backward()
+    assert torch.equal(leaves[2].grad, torch.ones_like(o))
+    assert all(not a.grad.any() for i, a in enumerate(leaves) if i != 2)

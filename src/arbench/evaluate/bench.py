@@ -105,6 +105,54 @@ def kernel_step(
     return step
 
 
+class _PassThrough(torch.autograd.Function):
+    """A stand-in kernel: outputs v and a zero state; its backward gives v the output gradient
+    and every other tensor input zeros.
+
+    Every kernel input thus receives the dense gradient a real kernel would write, so the whole
+    shared backward (projections, convs, norms, gates) runs, while the stand-in itself costs
+    only a copy and a few memsets.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, *args: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        q, v = args[0], args[2]
+        ctx.is_tensor = [torch.is_tensor(a) for a in args]
+        ctx.save_for_backward(*(a for a in args if torch.is_tensor(a)))
+        return v.clone(), v.new_zeros(*v.shape[:2], q.shape[-1], v.shape[-1])
+
+    @staticmethod
+    def backward(ctx: Any, d_o: torch.Tensor, d_s: torch.Tensor) -> tuple[Any, ...]:
+        saved = iter(ctx.saved_tensors)
+        grads: list[Any] = []
+        for i, is_tensor in enumerate(ctx.is_tensor):
+            a = next(saved) if is_tensor else None
+            needed = a is not None and ctx.needs_input_grad[i]
+            grads.append((d_o if i == 2 else torch.zeros_like(a)) if needed else None)
+        return tuple(grads)
+
+
+def pass_through(*args: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """A nearly free kernel with a kernel's signature and gradients (see `_PassThrough`)."""
+    return _PassThrough.apply(*args)
+
+
+def shared_step(cell: SequenceMixer, x: torch.Tensor, proj: torch.Tensor) -> Callable[[], None]:
+    """`cell_step` with the recurrence replaced by `pass_through`: the work both forms share.
+
+    Recurrent-cell time over this time is the best whole-cell speed-up any chunked kernel
+    could reach (Amdahl), which tells a slow kernel from a cell dominated by its projections.
+    """
+
+    def step() -> None:
+        cell.zero_grad(set_to_none=True)
+        args, ctx = cell.prepare(x.detach().requires_grad_(True), None)
+        y, _ = cell.finish(*pass_through(*args), ctx)
+        (y * proj).sum().backward()
+
+    return step
+
+
 def time_interleaved(
     steps: dict[str, Callable[[], None]], warmup: int, repeats: int
 ) -> dict[str, list[float]]:
@@ -132,17 +180,21 @@ def throughput(
     max_recurrent_seconds: float = 120.0,
     seed: int = 0,
     log: Callable[[str], None] | None = None,
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Training tokens/s per (cell, scope, form, T); returns (measurements, skipped runs).
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Training tokens/s per (cell, scope, form, T); returns (measurements, skipped runs,
+    shared work).
 
     Scope "cell" times the whole cell (projections, convs, norms and the recurrence); scope
     "kernel" times the recurrence alone on the inputs the cell feeds it, which isolates what
     the chunked form accelerates. The two forms are timed in turns; `tokens_per_s` comes from
     the median time. The recurrent form is skipped where its time, extrapolated linearly in T
     from the previous length, would exceed `max_recurrent_seconds` for warmup + repeats steps.
+    Cells with a kernel also have their shared work (`shared_step`) timed in the same turns
+    as the whole-cell forms; its rows carry `recurrent_over_shared`, the whole-cell cap.
     """
     rows: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = []
+    shared: list[dict[str, Any]] = []
     gen = torch.Generator().manual_seed(seed)
     for name in cells:
         with torch.random.fork_rng(devices=[]):
@@ -170,7 +222,14 @@ def throughput(
                         steps[form] = cell_step(cell, x, proj, form)
                     else:
                         steps[form] = kernel_step(cell, args, form, seed)
-                for form, times in time_interleaved(steps, warmup, repeats).items():
+                if scope == "cell" and "kernel" in scopes:
+                    steps["shared"] = shared_step(cell, x, proj)
+                timed = time_interleaved(steps, warmup, repeats)
+                if "shared" in timed:
+                    shared.append(_shared_row(key, timed.pop("shared"), timed.get("recurrent")))
+                    if log:
+                        log(f"{name} shared work T={t} B={batch}: {shared[-1]['seconds']:.4f} s")
+                for form, times in timed.items():
                     median = statistics.median(times)
                     if form == "recurrent":
                         per_token[scope] = median / (batch * t)
@@ -186,7 +245,25 @@ def throughput(
                     )
                     if log:
                         log(f"{name} {scope} {form} T={t} B={batch}: {tps:,.0f} tokens/s")
-    return rows, skipped
+    return rows, skipped, shared
+
+
+def _shared_row(
+    key: dict[str, Any], times: list[float], recurrent: list[float] | None
+) -> dict[str, Any]:
+    """A shared-work measurement; with the recurrent cell's times, the cap they imply."""
+    median = statistics.median(times)
+    row = {
+        "cell": key["cell"],
+        "T": key["T"],
+        "B": key["B"],
+        "tokens_per_s": key["B"] * key["T"] / median,
+        "seconds": median,
+        "times": times,
+    }
+    if recurrent:
+        row["recurrent_over_shared"] = statistics.median(recurrent) / median
+    return row
 
 
 def peak_rss_mb() -> float:
@@ -280,7 +357,7 @@ def run_bench(
 ) -> dict[str, Any]:
     """The whole benchmark as one JSON-ready dict: throughput, streaming and machine."""
     torch.set_num_threads(threads)
-    rows, skipped = throughput(
+    rows, skipped, shared = throughput(
         cells if cells is not None else bench_cells(),
         lengths,
         batch,
@@ -292,6 +369,7 @@ def run_bench(
     return {
         "throughput": rows,
         "skipped": skipped,
+        "shared_work": shared,
         "streaming": streaming(stream_tokens, seed=seed, piece=piece, threads=threads, log=log),
         "machine": machine_info(),
         "settings": {
@@ -305,6 +383,15 @@ def run_bench(
             "max_recurrent_seconds": max_recurrent_seconds,
         },
     }
+
+
+def shared_caps(result: dict[str, Any]) -> dict[str, dict[int, float]]:
+    """Recurrent cell / shared work per cell and T: the best whole-cell speed-up possible."""
+    out: dict[str, dict[int, float]] = {}
+    for r in result.get("shared_work", []):
+        if "recurrent_over_shared" in r:
+            out.setdefault(r["cell"], {})[r["T"]] = r["recurrent_over_shared"]
+    return out
 
 
 def ratios(result: dict[str, Any], scope: str = "cell") -> dict[str, dict[int, float]]:

@@ -11,20 +11,26 @@ GOAL_RATIO = 10.0  # issue 3: chunked >= 10x recurrent at T = 1024
 
 
 def _speedup_panel(ax: Any, result: dict[str, Any]) -> None:
-    """Bars of chunked/recurrent at the largest T measured for both, cell and kernel scope."""
-    from arbench.evaluate.bench import ratios
+    """Bars at the largest T measured for both forms: chunked/recurrent of the whole cell and
+    of its kernel alone, and the cap recurrent/shared work (the whole-cell best possible)."""
+    from arbench.evaluate.bench import ratios, shared_caps
 
-    by_scope = {scope: ratios(result, scope) for scope in ("cell", "kernel")}
-    cells = sorted(set(by_scope["cell"]) | set(by_scope["kernel"]))
+    series = {
+        "whole cell": (ratios(result, "cell"), "C0"),
+        "kernel alone": (ratios(result, "kernel"), "C1"),
+        "cap: recurrent / shared work": (shared_caps(result), "C7"),
+    }
+    series = {label: v for label, v in series.items() if v[0]}
+    cells = sorted({c for by_cell, _ in series.values() for c in by_cell})
     if not cells:
         return
-    common = set.intersection(*(set(v) for s in by_scope.values() for v in s.values()))
+    common = set.intersection(*(set(v) for by_cell, _ in series.values() for v in by_cell.values()))
     t_show = 1024 if 1024 in common else max(common, default=None)
-    width = 0.4
-    for j, (scope, color) in enumerate((("cell", "C0"), ("kernel", "C1"))):
-        vals = [by_scope[scope].get(c, {}).get(t_show, 0.0) for c in cells]
-        xs = [i + (j - 0.5) * width for i in range(len(cells))]
-        ax.bar(xs, vals, width, color=color, label=f"{scope} alone" if j else "whole cell")
+    width = 0.8 / len(series)
+    for j, (label, (by_cell, color)) in enumerate(series.items()):
+        vals = [by_cell.get(c, {}).get(t_show, 0.0) for c in cells]
+        xs = [i + (j - (len(series) - 1) / 2) * width for i in range(len(cells))]
+        ax.bar(xs, vals, width, color=color, label=label)
     ax.axhline(GOAL_RATIO, color="k", linestyle=":", linewidth=1)
     ax.set_xticks(range(len(cells)), cells, rotation=60, ha="right", fontsize=6)
     ax.set_ylabel("chunked / recurrent")
