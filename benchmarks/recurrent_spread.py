@@ -17,7 +17,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -30,7 +29,7 @@ def child(cell_name: str, t: int, batch: int, steps: int) -> dict[str, list[floa
 
     from arbench.cells import build_cell
     from arbench.cpu_memory import retain_freed_memory
-    from arbench.evaluate.bench import D_MODEL, cell_options, cell_step
+    from arbench.evaluate.bench import D_MODEL, cell_options, cell_step, time_interleaved
 
     retain_freed_memory()
     gen = torch.Generator().manual_seed(0)
@@ -39,14 +38,7 @@ def child(cell_name: str, t: int, batch: int, steps: int) -> dict[str, list[floa
     torch.manual_seed(0)
     cell = build_cell(cell_name, D_MODEL, **cell_options(cell_name))
     forms = {form: cell_step(cell, x, proj, form) for form in ("recurrent", "chunked")}
-    times: dict[str, list[float]] = {form: [] for form in forms}
-    for i in range(steps + 1):  # the first pair warms up
-        for form, step in forms.items():
-            t0 = time.perf_counter()
-            step()
-            if i:
-                times[form].append(time.perf_counter() - t0)
-    return times
+    return time_interleaved(forms, warmup=1, repeats=steps)
 
 
 def main() -> None:
