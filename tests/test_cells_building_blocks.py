@@ -129,6 +129,30 @@ def test_kernel_alone_reproduces_the_cell(name: str) -> None:
     assert not has_kernel(build_cell("attention", 32))
 
 
+@pytest.mark.parametrize(
+    "name", ["additive", "delta_rule", "diagonal", "gated_deltanet", "mamba2", "kda", "rwkv7"]
+)
+def test_kernel_gradients_from_the_final_state_alone(name: str) -> None:
+    """A loss on the final state only (the outputs' gradient arrives as materialised zeros)
+    gives the chunked kernel the recurrent kernel's input gradients."""
+    torch.manual_seed(0)
+    cell = build_cell(name, 32, **cell_options(name)).double()
+    args = kernel_inputs(cell, torch.randn(2, 40, 32, dtype=F64))
+    grads = {}
+    for form in ("chunked", "recurrent"):
+        leaves = [a.clone().requires_grad_(True) if torch.is_tensor(a) else a for a in args]
+        _, s = cell.kernel(form)(*leaves)
+        tensors = [a for a in leaves if torch.is_tensor(a)]
+        loss = (s * draw(*s.shape, seed=24)).sum()
+        got = torch.autograd.grad(loss, tensors, allow_unused=True)  # q does not reach S
+        grads[form] = [
+            torch.zeros_like(a) if g is None else g for a, g in zip(tensors, got, strict=True)
+        ]
+    for got, want in zip(grads["chunked"], grads["recurrent"], strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
+    assert any(g.abs().max() > 1e-3 for g in grads["chunked"])
+
+
 def _pairwise_inputs(decay_scale: float, seed: int = 14):
     """x (rows: inclusive then exclusive decay), y, and the inclusive cumulative log-decay g."""
     gen = torch.Generator().manual_seed(seed)

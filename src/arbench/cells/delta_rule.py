@@ -182,14 +182,12 @@ class _DeltaChunks(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(
-        ctx: Any, d_o: torch.Tensor | None, d_final: torch.Tensor | None
+        ctx: Any, d_o: torch.Tensor, d_final: torch.Tensor
     ) -> tuple[torch.Tensor | None, ...]:
         kq, k_e, x, beta, g, gamma, to_end, p, mask, t, y, m, starts, q_eff = ctx.saved_tensors
         c, dv = kq.shape[-2] // 2, x.shape[-1] - kq.shape[-1]
         k, q = kq.split(c, dim=-2)
         p_kk, p_qk = p.split(c, dim=-2)
-        if d_o is None:
-            d_o = torch.zeros(*q.shape[:-1], dv, dtype=q.dtype, device=q.device)
         d_starts = q_eff.transpose(-1, -2) @ d_o
         d_m, d_r, d_s0 = matrix_scan_backward(m, starts, d_starts, d_final)
         d_qeff = d_o @ starts.transpose(-1, -2)

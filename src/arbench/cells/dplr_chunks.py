@@ -83,14 +83,12 @@ class DPLRChunks(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(
-        ctx: Any, d_o: torch.Tensor | None, d_final: torch.Tensor | None
+        ctx: Any, d_o: torch.Tensor, d_final: torch.Tensor
     ) -> tuple[torch.Tensor | None, ...]:
         (rows, cols, a_qk, a_qb, a_ak, v, t, y, ends, m, starts, q_eff, e_q, e_a, e_ref, e_end) = (
             ctx.saved_tensors
         )
         c, dk = rows.shape[-2] // 2, rows.shape[-1]
-        if d_o is None:
-            d_o = v.new_zeros(*q_eff.shape[:-1], v.shape[-1])
         k_end, b_end = ends[..., :c, :], ends[..., c:, :]
         d_starts = q_eff.transpose(-1, -2) @ d_o
         d_m, d_r, d_s0 = matrix_scan_backward(m, starts, d_starts, d_final)

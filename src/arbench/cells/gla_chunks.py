@@ -48,11 +48,9 @@ class GLAChunks(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(
-        ctx: Any, d_o: torch.Tensor | None, d_final: torch.Tensor | None
+        ctx: Any, d_o: torch.Tensor, d_final: torch.Tensor
     ) -> tuple[torch.Tensor | None, ...]:
         q_rel, k_rel, p, v, e_q, e_k, e_ref, e_end, a_end, starts = ctx.saved_tensors
-        if d_o is None:
-            d_o = torch.zeros_like(v)
         q_in, k_end = q_rel * e_ref, k_rel * e_end
         d_a_end, d_r, d_s0 = diagonal_scan_backward(
             a_end, starts, q_in.transpose(-1, -2) @ d_o, d_final

@@ -72,7 +72,7 @@ class KDAChunks(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(
-        ctx: Any, d_o: torch.Tensor | None, d_final: torch.Tensor | None
+        ctx: Any, d_o: torch.Tensor, d_final: torch.Tensor
     ) -> tuple[torch.Tensor | None, ...]:
         (
             q_rel,
@@ -92,8 +92,6 @@ class KDAChunks(torch.autograd.Function):
             e_end,
         ) = ctx.saved_tensors
         dk = q_rel.shape[-1]
-        if d_o is None:
-            d_o = y.new_zeros(*y.shape[:-1], y.shape[-1] - dk)
         beta_col = beta[..., None, :]
         d_starts = q_eff.transpose(-1, -2) @ d_o
         d_m, d_r, d_s0 = matrix_scan_backward(m, starts, d_starts, d_final)

@@ -8,6 +8,9 @@ state. Written with autograd, each step of the loop records a graph node whose b
 allocates and accumulates per step; here the forward writes into one preallocated tensor and
 the backward is the reverse scan G_n = dStarts_n + A_n^T G_{n+1}, with dR_n = G_{n+1}, and
 dA_n = G_{n+1} S_n^T formed for all chunks at once after the loop.
+
+Output gradients reach these backward passes (and the chunk kernels' that call them) as
+tensors, never None: autograd Functions materialise an unused output's gradient as zeros.
 """
 
 from __future__ import annotations
@@ -16,10 +19,6 @@ from typing import Any
 
 import torch
 from torch.autograd.function import once_differentiable
-
-
-def _grad_or_zeros(g: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
-    return torch.zeros_like(like) if g is None else g
 
 
 def _reduce_to(grad: torch.Tensor, shape: torch.Size) -> torch.Tensor:
@@ -48,15 +47,15 @@ def diagonal_scan_forward(
 def diagonal_scan_backward(
     decay: torch.Tensor,
     starts: torch.Tensor,
-    d_starts: torch.Tensor | None,
-    d_final: torch.Tensor | None,
+    d_starts: torch.Tensor,
+    d_final: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Reverse scan of `diagonal_scan_forward`: (d decay, d writes, d s0)."""
     n = starts.shape[2]
     a = decay.movedim(2, 0)
-    d_st = _grad_or_zeros(d_starts, starts).movedim(2, 0)
+    d_st = d_starts.movedim(2, 0)
     g = starts.new_empty((n + 1, *starts[:, :, 0].shape))  # g[i] = dL/dS_i in total
-    g[n] = _grad_or_zeros(d_final, starts[:, :, 0])
+    g[n] = d_final
     for i in range(n - 1, -1, -1):
         torch.addcmul(d_st[i], a[i], g[i + 1], out=g[i])
     d_writes = g[1:].movedim(0, 2).contiguous()  # dR_n = dL/dS_{n+1}
@@ -87,21 +86,14 @@ class _PrefixScan(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(
-        ctx: Any, d_starts: torch.Tensor | None, d_final: torch.Tensor | None
+        ctx: Any, d_starts: torch.Tensor, d_final: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         n = ctx.n
-        like = d_final if d_final is not None else d_starts[:, :, 0]
-        g = like.new_empty((n + 1, *like.shape))  # g[i] = dL/dS_i in total
-        if d_final is None:
-            g[n].zero_()
-        else:
-            g[n] = d_final
-        if d_starts is None:
-            g[:n] = g[n]
-        else:
-            d_st = d_starts.movedim(2, 0)
-            for i in range(n - 1, -1, -1):
-                torch.add(d_st[i], g[i + 1], out=g[i])
+        g = d_final.new_empty((n + 1, *d_final.shape))  # g[i] = dL/dS_i in total
+        g[n] = d_final
+        d_st = d_starts.movedim(2, 0)
+        for i in range(n - 1, -1, -1):
+            torch.add(d_st[i], g[i + 1], out=g[i])
         return g[1:].movedim(0, 2).contiguous(), g[0]
 
 
@@ -126,15 +118,15 @@ def matrix_scan_forward(
 def matrix_scan_backward(
     m: torch.Tensor,
     starts: torch.Tensor,
-    d_starts: torch.Tensor | None,
-    d_final: torch.Tensor | None,
+    d_starts: torch.Tensor,
+    d_final: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Reverse scan of `matrix_scan_forward`: (dM, dR, dS0) from the state gradients."""
     b, h, n, dk, dv = starts.shape
     m3 = m.flatten(0, 1).transpose(-1, -2)
-    d_st = _grad_or_zeros(d_starts, starts).reshape(b * h, n, dk, dv)
+    d_st = d_starts.reshape(b * h, n, dk, dv)
     g = starts.new_empty(n + 1, b * h, dk, dv)  # g[i] = dL/dS_i in total
-    g[n] = _grad_or_zeros(d_final, starts[:, :, 0]).reshape(b * h, dk, dv)
+    g[n] = d_final.reshape(b * h, dk, dv)
     for i in range(n - 1, -1, -1):
         torch.baddbmm(d_st[:, i], m3[:, i], g[i + 1], out=g[i])
     d_r = g[1:].view(n, b, h, dk, dv).movedim(0, 2).contiguous()  # dR_n = dL/dS_{n+1}
@@ -158,7 +150,7 @@ class _Scan(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(
-        ctx: Any, d_starts: torch.Tensor | None, d_final: torch.Tensor | None
+        ctx: Any, d_starts: torch.Tensor, d_final: torch.Tensor
     ) -> tuple[torch.Tensor | None, ...]:
         a, starts = ctx.saved_tensors
         return (None, *ctx.backward_loop(a, starts, d_starts, d_final))
