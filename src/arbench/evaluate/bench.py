@@ -230,39 +230,28 @@ def throughput(
                     if log:
                         log(f"{name} shared work T={t} B={batch}: {shared[-1]['seconds']:.4f} s")
                 for form, times in timed.items():
-                    median = statistics.median(times)
+                    rows.append({**key, "form": form, **_timing(times, batch * t)})
                     if form == "recurrent":
-                        per_token[scope] = median / (batch * t)
-                    tps = batch * t / median
-                    rows.append(
-                        {
-                            **key,
-                            "form": form,
-                            "tokens_per_s": tps,
-                            "seconds": median,
-                            "times": times,
-                        }
-                    )
+                        per_token[scope] = rows[-1]["seconds"] / (batch * t)
                     if log:
+                        tps = rows[-1]["tokens_per_s"]
                         log(f"{name} {scope} {form} T={t} B={batch}: {tps:,.0f} tokens/s")
     return rows, skipped, shared
+
+
+def _timing(times: list[float], tokens: int) -> dict[str, Any]:
+    """The fields every timing row carries: median seconds, tokens/s from it, and all times."""
+    median = statistics.median(times)
+    return {"tokens_per_s": tokens / median, "seconds": median, "times": times}
 
 
 def _shared_row(
     key: dict[str, Any], times: list[float], recurrent: list[float] | None
 ) -> dict[str, Any]:
     """A shared-work measurement; with the recurrent cell's times, the cap they imply."""
-    median = statistics.median(times)
-    row = {
-        "cell": key["cell"],
-        "T": key["T"],
-        "B": key["B"],
-        "tokens_per_s": key["B"] * key["T"] / median,
-        "seconds": median,
-        "times": times,
-    }
+    row = {k: key[k] for k in ("cell", "T", "B")} | _timing(times, key["B"] * key["T"])
     if recurrent:
-        row["recurrent_over_shared"] = statistics.median(recurrent) / median
+        row["recurrent_over_shared"] = statistics.median(recurrent) / row["seconds"]
     return row
 
 
