@@ -84,8 +84,9 @@ class RWKV7TimeMix(SequenceMixer):
         h, dk = self.heads, self.d_k
         s0 = None if state is None else state["S"]
         new_state: dict[str, torch.Tensor] = {}
-        weight = torch.stack([p.weight for p in self._projections()])  # (6, inner, d_model)
-        bias = torch.stack([self._bias(p) for p in self._projections()])[:, None]  # (6,1,inner)
+        projections = self._projections()
+        weight = torch.stack([p.weight for p in projections])  # (6, inner, d_model)
+        bias = torch.stack([self._bias(p) for p in projections])[:, None]  # (6, 1, inner)
         if self.token_shift:
             prev = x.new_zeros(x.shape[0], 1, x.shape[2]) if state is None else state["shift"]
             new_state["shift"] = x[:, -1:] if x.shape[1] else prev
