@@ -25,7 +25,7 @@ def measure(cells: list[str], t: int, batch: int, steps: int, threads: int) -> l
     import torch
 
     from arbench.cells import build_cell
-    from arbench.evaluate.bench import D_MODEL, cell_options, cell_step
+    from arbench.bench.cells import D_MODEL, cell_options, cell_step
 
     torch.set_num_threads(threads)
     gen = torch.Generator().manual_seed(0)

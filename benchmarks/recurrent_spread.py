@@ -29,7 +29,7 @@ def child(cell_name: str, t: int, batch: int, steps: int) -> dict[str, list[floa
 
     from arbench.cells import build_cell
     from arbench.cpu_memory import retain_freed_memory
-    from arbench.evaluate.bench import D_MODEL, cell_options, cell_step, time_interleaved
+    from arbench.bench.cells import D_MODEL, cell_options, cell_step, time_interleaved
 
     retain_freed_memory()
     gen = torch.Generator().manual_seed(0)

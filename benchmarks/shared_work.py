@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from arbench.cells import build_cell  # noqa: E402
 from arbench.cpu_memory import retain_freed_memory  # noqa: E402
-from arbench.evaluate.bench import (  # noqa: E402
+from arbench.bench.cells import (  # noqa: E402
     D_MODEL,
     bench_cells,
     cell_options,

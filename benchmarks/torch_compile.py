@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from arbench.cells import build_cell  # noqa: E402
 from arbench.cpu_memory import retain_freed_memory  # noqa: E402
-from arbench.evaluate.bench import D_MODEL, bench_cells, cell_options  # noqa: E402
+from arbench.bench.cells import D_MODEL, bench_cells, cell_options  # noqa: E402
 
 
 def _step(module: torch.nn.Module, call, x: torch.Tensor, proj: torch.Tensor):

@@ -2,7 +2,7 @@
 
 import _arbench_path  # noqa: F401  (puts src/ on sys.path)
 
-from arbench.evaluate.bench import ratios, run_bench, shared_caps
+from arbench.bench.cells import ratios, run_bench, shared_caps
 from arbench.glue import setup
 from arbench.io import atomic_write_json
 from arbench.report.bench_figure import bench_figure

@@ -7,7 +7,7 @@ import json
 import torch
 
 from arbench.cells import build_cell
-from arbench.evaluate.bench import (
+from arbench.bench.cells import (
     bench_cells,
     cell_options,
     cell_step,

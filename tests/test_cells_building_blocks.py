@@ -11,7 +11,7 @@ from arbench.cells import build_cell
 from arbench.cells.base import l2_normalize, pick_form
 from arbench.cells.scan import diagonal_scan, matrix_scan
 from arbench.cells.short_conv import ShortConv
-from arbench.evaluate.bench import cell_options, has_kernel, kernel_inputs
+from arbench.bench.cells import cell_options, has_kernel, kernel_inputs
 
 F64 = torch.float64
 

@@ -13,7 +13,7 @@ GOAL_RATIO = 10.0  # issue 3: chunked >= 10x recurrent at T = 1024
 def _speedup_panel(ax: Any, result: dict[str, Any]) -> None:
     """Bars at the largest T measured for both forms: chunked/recurrent of the whole cell and
     of its kernel alone, and the cap recurrent/shared work (the whole-cell best possible)."""
-    from arbench.evaluate.bench import ratios, shared_caps
+    from arbench.bench.cells import ratios, shared_caps
 
     series = {
         "whole cell": (ratios(result, "cell"), "C0"),

@@ -301,7 +301,7 @@ def streaming(
     rows = []
     for n in token_counts:
         args = [str(n), str(seed), str(piece), str(threads)]
-        cmd = [sys.executable, "-m", "arbench.evaluate.bench", "stream", *args]
+        cmd = [sys.executable, "-m", "arbench.bench.cells", "stream", *args]
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise RuntimeError(f"streaming {n} tokens failed:\n{done.stderr[-4000:]}")

@@ -1,0 +1,1 @@
+"""Speed benchmarks: cell training throughput (chunked vs recurrent) and streaming evaluation."""
