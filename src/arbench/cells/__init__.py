@@ -1,4 +1,8 @@
-"""Sequence mixers. Importing this package registers every cell by name."""
+"""Sequence mixers (layers). Importing this package registers every cell by name.
+
+A cell projects and gates its input, runs a recurrence kernel from `arbench.kernels` (or, for
+attention and the bidirectional wrapper, its own forward) and maps the result back to d_model.
+"""
 
 from arbench.cells.base import CELLS, SequenceMixer, build_cell, count_parameters, register
 

@@ -24,8 +24,8 @@ from arbench.cells.base import (
     register,
     split_heads,
 )
-from arbench.cells.scalar_decay import scalar_decay_chunked, scalar_decay_recurrent
 from arbench.cells.short_conv import ShortConv
+from arbench.kernels.scalar_decay import scalar_decay_chunked, scalar_decay_recurrent
 
 
 @register("additive")

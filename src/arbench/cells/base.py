@@ -4,11 +4,13 @@ A cell maps (B, T, d_model) -> (B, T, d_model). It accepts an optional carried
 state and returns the state after the last position, so a long sequence can be
 processed in pieces (streaming evaluation) with outputs identical to one pass.
 `form` selects the step-by-step recurrent reference or the chunkwise-parallel
-implementation; both must agree to numerical precision.
+implementation of the cell's kernel (from `arbench.kernels`); both must agree to numerical
+precision.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from functools import partial
 from typing import Any, Literal
@@ -57,6 +59,23 @@ class SequenceMixer(nn.Module):
     def state_size(self) -> int:
         """Recurrent state elements per layer (parameters and conv buffers excluded)."""
         raise NotImplementedError
+
+    @classmethod
+    def option_names(cls, options: dict[str, Any] | None = None) -> set[str]:
+        """The keyword options the cell's constructor accepts (`d_model` aside).
+
+        The named parameters of every `__init__` along the MRO, since presets (such as
+        `gated_deltanet`) forward **options to a parent's; `self`, `d_model` and *args/**kwargs
+        are excluded. `options`, the options about to be passed, matters only to wrappers whose
+        accepted options depend on them (`Bidirectional` and its inner cell).
+        """
+        names: set[str] = set()
+        keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        for klass in cls.__mro__:
+            if "__init__" in vars(klass):
+                params = inspect.signature(klass.__init__).parameters.values()
+                names.update(p.name for p in params if p.kind in keyword)
+        return names - {"self", "d_model"}
 
 
 def pick_form(form: Form, chunked: Kernel, recurrent: Kernel, chunk_size: int) -> Kernel:

@@ -11,7 +11,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from arbench.cells.base import Form, SequenceMixer, State, build_cell, register
+from arbench.cells.base import CELLS, Form, SequenceMixer, State, build_cell, register
 
 Combine = Literal["sum", "concat"]
 
@@ -39,6 +39,14 @@ class Bidirectional(SequenceMixer):
         self.backward_cell = build_cell(inner, d_model, **inner_options)
         if combine == "concat":
             self.proj = nn.Linear(2 * d_model, d_model, bias=False)
+
+    @classmethod
+    def option_names(cls, options: dict[str, Any] | None = None) -> set[str]:
+        """Its own options (inner, combine) plus those of the inner cell it would build."""
+        inner = (options or {}).get("inner", "delta_rule")
+        if inner not in CELLS:
+            raise KeyError(f"unknown cell {inner!r}; known: {sorted(CELLS)}")
+        return super().option_names(options) | CELLS[inner].option_names(options)
 
     def state_size(self) -> int:
         """Twice the inner cell's state (one memory per direction)."""

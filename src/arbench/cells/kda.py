@@ -17,8 +17,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from arbench.cells.base import Form, Kernel, SequenceMixer, State, l2_normalize, pick_form, register
-from arbench.cells.dplr import kda_chunked, kda_recurrent
 from arbench.cells.short_conv import ShortConv
+from arbench.kernels.kda import kda_chunked, kda_recurrent
 
 G_MIN = -5.0  # lower bound of the per-step per-channel log-decay
 

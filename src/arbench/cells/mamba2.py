@@ -22,8 +22,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from arbench.cells.base import Form, Kernel, SequenceMixer, State, pick_form, register
-from arbench.cells.scalar_decay import scalar_decay_chunked, scalar_decay_recurrent
 from arbench.cells.short_conv import ShortConv
+from arbench.kernels.scalar_decay import scalar_decay_chunked, scalar_decay_recurrent
 
 DT_MIN, DT_MAX, DT_FLOOR = 1e-3, 1e-1, 1e-4  # standard Mamba dt initialisation range
 A_INIT_RANGE = (1.0, 16.0)  # A = -U(1, 16) per head, as in Mamba-2

@@ -1,11 +1,12 @@
-"""Import every cell module so each registers its name with `build_cell`."""
+"""Import every cell module of this package, so each registers its name with `register`: a new
+cell is one new module in `arbench/cells/`, nothing else to edit. Modules load in name order,
+which is the order `CELLS` (and so the benchmark and the cell table) lists them."""
 
-from arbench.cells import (  # noqa: F401
-    additive,  # additive
-    attention,  # attention (absolute or rotary positions)
-    bidirectional,  # bidirectional (forward + backward scan of any cell)
-    factorial,  # delta_rule, diagonal, gated_deltanet
-    kda,  # kda (Kimi Delta Attention)
-    mamba2,  # mamba2
-    rwkv7,  # rwkv7
-)
+import importlib
+import pkgutil
+
+import arbench.cells as _package
+
+for _module in sorted(m.name for m in pkgutil.iter_modules(_package.__path__)):
+    if _module != "registry":
+        importlib.import_module(f"{_package.__name__}.{_module}")

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from arbench.cells.base import Form, Kernel, SequenceMixer, State, l2_normalize, pick_form, register
-from arbench.cells.dplr import dplr_chunked, dplr_recurrent, rwkv7_to_dplr
+from arbench.kernels.dplr import dplr_chunked, dplr_recurrent, rwkv7_to_dplr
 
 LOG_W_SCALE = -0.606531  # -e^-0.5: log w = LOG_W_SCALE * sigmoid(.)
 _MIXES = ("r", "w", "k", "v", "a", "g")

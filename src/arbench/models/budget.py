@@ -9,7 +9,6 @@ state, so only its parameters are matched.
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -35,10 +34,7 @@ class Budgeted:
 
 def _shape_candidates(cell: str, d_model: int, state: int) -> Iterator[dict[str, Any]]:
     """Option dicts for ``cell`` that might give ``state`` elements per layer."""
-    params: dict[str, Any] = {}
-    for klass in CELLS[cell].__mro__:  # presets forward **options to a parent's knobs
-        if "__init__" in vars(klass):
-            params.update(inspect.signature(klass.__init__).parameters)
+    params = CELLS[cell].option_names()  # presets forward **options to a parent's knobs
     if cell == "bidirectional":
         for inner in _shape_candidates("delta_rule", d_model, state // 2):
             yield {"inner": "delta_rule", **inner}

@@ -13,7 +13,8 @@ i.e. O = diag(e^g) Q S0 + ((Q K^T) * L) V with the (C,C) decay matrix L_{ts} = e
 s <= t and 0 otherwise. L is built from the segment sum g_t - g_s with the s > t entries zeroed
 *before* exponentiating (and again after), so nothing can overflow and no inf * 0 = nan reaches
 the backward pass. Chunks are carried by S_{n+1} = e^{g_C} S_n + (K * e^{g_C-g})^T V. The decayed
-intra-chunk term has a hand-written backward (first derivatives only; no double backward).
+intra-chunk term has a hand-written backward (first derivatives only; no double backward), and
+the carry is `scan.diagonal_scan` (a plain prefix sum when log_decay is None).
 """
 
 from __future__ import annotations
@@ -21,24 +22,10 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
-from arbench.cells.scan import diagonal_scan
-
-
-def _check(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, log_decay: torch.Tensor | None
-) -> tuple[int, int, int, int, int]:
-    """Validate shapes; q and k may have a head axis of 1 (shared by all heads, as in Mamba-2)."""
-    b, h, t, dv = v.shape if v.dim() == 4 else (0, 0, 0, 0)
-    ok = v.dim() == 4 and q.dim() == 4 and k.shape == q.shape
-    ok = ok and q.shape[0] == b and q.shape[1] in (1, h) and q.shape[2] == t
-    if not ok:
-        raise ValueError(f"bad shapes q={tuple(q.shape)} k={tuple(k.shape)} v={tuple(v.shape)}")
-    if log_decay is not None and log_decay.shape != (b, h, t):
-        raise ValueError(f"log_decay must be (B,H,T)={(b, h, t)}, got {tuple(log_decay.shape)}")
-    return b, h, t, q.shape[-1], dv
+from arbench.kernels.common import causal_mask, check_shapes, from_chunks, to_chunks
+from arbench.kernels.scan import diagonal_scan
 
 
 def scalar_decay_recurrent(
@@ -53,7 +40,7 @@ def scalar_decay_recurrent(
     Shapes: q,k (B,H,T,dk) or (B,1,T,dk) shared by all heads; v (B,H,T,dv); log_decay (B,H,T)
     or None; state (B,H,dk,dv).
     """
-    b, h, t, dk, dv = _check(q, k, v, log_decay)
+    b, h, t, dk, dv = check_shapes(q, k, v, per_step={"log_decay": log_decay}, shared_heads=True)
     s = q.new_zeros(b, h, dk, dv) if initial_state is None else initial_state
     alphas = [None] * t if log_decay is None else log_decay.exp().unbind(2)
     outs = []  # unbind once (per-step indexing would make the backward quadratic in T)
@@ -66,23 +53,13 @@ def scalar_decay_recurrent(
     return o, s
 
 
-def _pad_chunks(x: torch.Tensor, n: int, c: int) -> torch.Tensor:
-    """Zero-pad the time axis (dim 2) of (B,H,T,...) to n*c steps and split it into (n, c)."""
-    t = x.shape[2]
-    if n * c != t:
-        spec = [0, 0] * (x.dim() - 3) + [0, n * c - t]
-        x = F.pad(x, spec)
-    return x.reshape(*x.shape[:2], n, c, *x.shape[3:])
-
-
 def _decay_matrix(g: torch.Tensor) -> torch.Tensor:
     """L_{ts} = e^{g_t - g_s} for s <= t else 0, from in-chunk cumulative log-decays (...,C).
 
     The s > t entries are zeroed before exp (so nothing can overflow) and again after; a float
     mask product is used because masked_fill and exp(-inf) are slow on CPU.
     """
-    c = g.shape[-1]
-    lower = torch.ones(c, c, dtype=g.dtype, device=g.device).tril()
+    lower = causal_mask(g.shape[-1], g)
     seg = g[..., :, None] - g[..., None, :]
     return seg.mul_(lower).exp_().mul_(lower)
 
@@ -157,27 +134,26 @@ def scalar_decay_chunked(
 
     Intra-chunk work is batched over all chunks; only the cheap (dk x dv) state carry loops.
     """
-    b, h, t, dk, dv = _check(q, k, v, log_decay)
+    b, h, t, dk, dv = check_shapes(q, k, v, per_step={"log_decay": log_decay}, shared_heads=True)
     s = q.new_zeros(b, h, dk, dv) if initial_state is None else initial_state
     if t == 0:
         return v.new_zeros(b, h, 0, dv), s
     c = chunk_size
     n = -(-t // c)
     # Zero padding (k = v = 0, log-decay 0) makes the padded steps identities on the state.
-    qc, kc, vc = (_pad_chunks(x, n, c) for x in (q, k, v))
+    qc, kc, vc = (to_chunks(x, n, c) for x in (q, k, v))
     if log_decay is not None:
-        g = _pad_chunks(log_decay, n, c).cumsum(-1)  # (B,H,N,C)
+        g = to_chunks(log_decay, n, c).cumsum(-1)  # (B,H,N,C)
         intra = _IntraChunk.apply(qc, kc, vc, g)  # (B,H,N,C,dv)
         q_in = qc * g.exp()[..., None]  # reads the carried state, decayed to position t
         k_out = kc * (g[..., -1:] - g).exp()[..., None]  # writes, decayed to the chunk end
         chunk_decay = g[..., -1].exp()  # (B,H,N)
     else:
-        causal = torch.ones(c, c, dtype=q.dtype, device=q.device).tril()
-        intra = ((qc @ kc.transpose(-1, -2)).mul_(causal)) @ vc  # a float mask: masked_fill is slow
+        intra = ((qc @ kc.transpose(-1, -2)).mul_(causal_mask(c, q))) @ vc
         q_in, k_out, chunk_decay = qc, kc, None
     writes = k_out.transpose(-1, -2) @ vc  # (B,H,N,dk,dv): each chunk's own contribution
 
     decay = None if chunk_decay is None else chunk_decay[..., None, None]
     s_start, s = diagonal_scan(decay, writes, s)  # (B,H,N,dk,dv): state entering each chunk
     o = q_in @ s_start + intra
-    return o.reshape(b, h, n * c, dv)[:, :, :t], s
+    return from_chunks(o, t), s

@@ -14,8 +14,9 @@ u = U - W S0 where U = T diag(b) V, W = T diag(b gamma) K, T = (I + A)^{-1}. The
     S_C = gamma_C S0 + sum_s e^{g_C-g_s} k_s u_s^T.
 Everything except the S0 dependence is computed for all chunks at once; S0 is carried by a
 short loop S_{n+1} = M_n S_n + R_n with M_n = gamma_C I - K_d^T W and R_n = K_d^T U.
-T is formed explicitly by blocked halving (`unit_lower_inverse`, with a two-matmul backward):
-on CPU that is several times faster than a batched triangular solve, which loops per matrix.
+T is formed explicitly by blocked halving (`triangular.unit_lower_inverse`; `_DeltaChunks`
+differentiates it by hand): on CPU that is several times faster than a batched triangular
+solve, which loops per matrix. The carry runs on `scan.matrix_scan_forward/_backward`.
 """
 
 from __future__ import annotations
@@ -23,21 +24,11 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
-from arbench.cells.scan import matrix_scan_backward, matrix_scan_forward
-
-
-def _check_shapes(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, beta: torch.Tensor
-) -> tuple[int, int, int, int, int]:
-    if q.dim() != 4 or k.shape != q.shape or v.shape[:3] != q.shape[:3]:
-        raise ValueError(f"bad shapes q={tuple(q.shape)} k={tuple(k.shape)} v={tuple(v.shape)}")
-    if beta.shape != q.shape[:3]:
-        raise ValueError(f"beta must be (B,H,T)={tuple(q.shape[:3])}, got {tuple(beta.shape)}")
-    b, h, t, dk = q.shape
-    return b, h, t, dk, v.shape[-1]
+from arbench.kernels.common import causal_mask, check_shapes, from_chunks, to_chunks
+from arbench.kernels.scan import matrix_scan_backward, matrix_scan_forward
+from arbench.kernels.triangular import unit_lower_inverse
 
 
 def delta_rule_recurrent(
@@ -52,7 +43,7 @@ def delta_rule_recurrent(
 
     Shapes: q,k (B,H,T,dk); v (B,H,T,dv); beta, log_alpha (B,H,T); state (B,H,dk,dv).
     """
-    b, h, t, dk, dv = _check_shapes(q, k, v, beta)
+    b, h, t, dk, dv = check_shapes(q, k, v, per_step={"beta": beta, "log_alpha": log_alpha})
     if initial_state is None:
         s = q.new_zeros(b, h, dk, dv)
     else:
@@ -72,54 +63,6 @@ def delta_rule_recurrent(
         outs.append((q_t[..., None, :] @ s)[..., 0, :])
     o = torch.stack(outs, dim=2) if outs else v.new_zeros(b, h, 0, dv)
     return o, s
-
-
-def _pad_time(x: torch.Tensor, pad: int, dim: int) -> torch.Tensor:
-    """Zero-pad `pad` steps at the end of time dimension `dim` (negative index)."""
-    if pad == 0:
-        return x
-    spec = [0, 0] * (-dim - 1) + [0, pad]
-    return F.pad(x, spec)
-
-
-def unit_lower_inverse(a: torch.Tensor) -> torch.Tensor:
-    """(I + tril(a, -1))^{-1} for (..., C, C) by blocked halving (C padded to a power of two).
-
-    Level m inverts 2m-blocks from their m-blocks: T21 = -T22 L21 T11, all blocks batched.
-    Much faster on CPU than a batched triangular solve, which loops over matrices.
-    """
-    c = a.shape[-1]
-    p2 = 1 << max(0, c - 1).bit_length()
-    if p2 != c:  # a zero-padded block is its own (identity) inverse block
-        return unit_lower_inverse(F.pad(a, (0, p2 - c, 0, p2 - c)))[..., :c, :c]
-    lower = a.tril(-1)
-    t = torch.eye(c, dtype=a.dtype, device=a.device).expand(a.shape).clone()
-    m = 1
-    while m < c:
-        nb = c // (2 * m)
-        shape = (*a.shape[:-2], nb, 2 * m, nb, 2 * m)
-        tb = t.view(shape).diagonal(dim1=-4, dim2=-2).movedim(-1, -3)  # (..., nb, 2m, 2m) view
-        lb = lower.view(shape).diagonal(dim1=-4, dim2=-2).movedim(-1, -3)
-        tb[..., m:, :m] = -(tb[..., m:, m:] @ (lb[..., m:, :m] @ tb[..., :m, :m]))
-        m *= 2
-    return t
-
-
-class _UnitLowerInverse(torch.autograd.Function):
-    """T = (I + tril(A, -1))^{-1} with backward dA = -tril(T^T dT T^T, -1)."""
-
-    @staticmethod
-    def forward(ctx, a: torch.Tensor) -> torch.Tensor:
-        t = unit_lower_inverse(a)
-        ctx.save_for_backward(t)
-        return t
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, d_t: torch.Tensor) -> torch.Tensor:
-        (t,) = ctx.saved_tensors
-        t_t = t.transpose(-1, -2)
-        return -(t_t @ d_t @ t_t).tril_(-1)
 
 
 class _DeltaChunks(torch.autograd.Function):
@@ -145,7 +88,7 @@ class _DeltaChunks(torch.autograd.Function):
         s0: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         c, dv = q.shape[-2], v.shape[-1]
-        lower = torch.ones(c, c, dtype=q.dtype, device=q.device).tril()
+        lower = causal_mask(c, q)
         kq = torch.cat([k, q], dim=-2)  # (..., 2C, dk)
         p = kq @ k.transpose(-1, -2)  # [K K^T; Q K^T], masked (and decayed) below
         if g is not None:
@@ -260,18 +203,16 @@ def delta_rule_chunked(
     Intra-chunk work is batched over all chunks and fused into few matmuls (q and k share one
     score product; U and W share T and the products with it); only the (dk x dv) carry loops.
     """
-    b, h, t, dk, dv = _check_shapes(q, k, v, beta)
+    b, h, t, dk, dv = check_shapes(q, k, v, per_step={"beta": beta, "log_alpha": log_alpha})
     c = chunk_size
     n = -(-t // c) if t > 0 else 0
     s0 = q.new_zeros(b, h, dk, dv) if initial_state is None else initial_state
     if n == 0:
         return v.new_zeros(b, h, 0, dv), s0
-    pad = n * c - t
     # Padding with beta=0 and log_alpha=0 makes the padded steps identities on the state.
-    q, k, v = (_pad_time(x, pad, -2).reshape(b, h, n, c, x.shape[-1]) for x in (q, k, v))
-    beta = _pad_time(beta, pad, -1).reshape(b, h, n, c)
+    q, k, v, beta = (to_chunks(x, n, c) for x in (q, k, v, beta))
     g = None
     if log_alpha is not None:
-        g = _pad_time(log_alpha, pad, -1).reshape(b, h, n, c).cumsum(-1)
+        g = to_chunks(log_alpha, n, c).cumsum(-1)
     o, s = _DeltaChunks.apply(q, k, v, beta, g, s0.contiguous())
-    return o.reshape(b, h, n * c, dv)[:, :, :t], s
+    return from_chunks(o, t), s

@@ -11,6 +11,9 @@ dA_n = G_{n+1} S_n^T formed for all chunks at once after the loop.
 
 Output gradients reach these backward passes (and the chunk kernels' that call them) as
 tensors, never None: autograd Functions materialise an unused output's gradient as zeros.
+
+`carry_and_read` is the end of a chunked kernel whose backward autograd derives (the DPLR and
+KDA tree paths): the matrix carry, then each chunk's read of the state entering it.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from typing import Any
 
 import torch
 from torch.autograd.function import once_differentiable
+
+from arbench.kernels.common import from_chunks
 
 
 def _reduce_to(grad: torch.Tensor, shape: torch.Size) -> torch.Tensor:
@@ -185,3 +190,17 @@ def matrix_scan(
     if r.shape[2] == 0:
         return r, s0
     return _Scan.apply(_MATRIX, m.contiguous(), r.contiguous(), s0.contiguous())
+
+
+def carry_and_read(
+    q_eff: torch.Tensor,
+    o_intra: torch.Tensor,
+    m_mat: torch.Tensor,
+    r_mat: torch.Tensor,
+    s0: torch.Tensor,
+    t: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Loop S_{n+1} = M_n S_n + R_n over chunks, then O = q_eff S_n + o_intra, cut to T."""
+    s_start, s = matrix_scan(m_mat, r_mat, s0)  # (B,H,N,dk,dv): state entering each chunk
+    o = q_eff @ s_start + o_intra
+    return from_chunks(o, t), s

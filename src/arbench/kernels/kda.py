@@ -1,12 +1,20 @@
-"""KDA's chunk form with per-channel decays folded into its operands, and a hand-written backward.
+"""Kimi Delta Attention (KDA) kernels: the per-channel gated delta rule as a DPLR special case.
 
-Per chunk (C steps, G the inclusive cumulative per-channel log-decay, r = G at the chunk middle,
-E+ = e^{G-r}, E- = e^{r-G}, L / L- the inclusive / strict lower masks, beta on columns):
+Recurrence (per batch and head): S_t = (I - b_t k_t k_t^T) Diag(alpha_t) S_{t-1} + b_t k_t v_t^T,
+o_t = S_t^T q_t, with beta_t (B,H,T) and per-channel log alpha_t (B,H,T,dk). Written as DPLR
+(`kda_to_dplr`), `kda_recurrent` is `dplr.dplr_recurrent` on the mapped inputs; `kda_chunked` is
+the DPLR chunk form specialised to a = alpha k, b = -beta k, so only two pairwise matrices are
+built (see its docstring).
+
+`KDAChunks` is its factorised path, with per-channel decays folded into the operands and a
+hand-written backward. Per chunk (C steps, G the inclusive cumulative per-channel log-decay,
+r = G at the chunk middle, E+ = e^{G-r}, E- = e^{r-G}, L / L- the inclusive / strict lower masks,
+beta on columns):
     S_q = ((q E+)(k E-)^T) * L,   S_p = ((k E+)(k E-)^T) * L-,
     T = (I + S_p diag(beta))^{-1},   Y = T [k e^G | V] = [W | V - U],
     Z = S_q diag(beta) Y = [Q_w | O_intra],   Q_eff = q e^G - Q_w,
     K_b = beta * k e^{G_C - G},   [K_w | R] = K_b^T Y,   M = Diag(e^{G_C}) - K_w,
-then the carry S_{n+1} = M_n S_n + R_n and O = Q_eff S_n + O_intra. This is `dplr.kda_chunked`'s
+then the carry S_{n+1} = M_n S_n + R_n and O = Q_eff S_n + O_intra. This is `kda_chunked`'s
 factorised path with the U-side product simplified (V - T S_p diag(beta) V = T V).
 
 The backward mirrors `delta_rule._DeltaChunks`: dZ = [-dQ_eff, dO], dG = [-dM, dR],
@@ -24,15 +32,36 @@ from typing import Any
 import torch
 from torch.autograd.function import once_differentiable
 
-from arbench.cells.delta_rule import unit_lower_inverse
-from arbench.cells.relative_decays import causal_mask, middle_relative
-from arbench.cells.scan import matrix_scan_backward, matrix_scan_forward
+from arbench.kernels.common import (
+    causal_mask,
+    check_chunk_size,
+    check_shapes,
+    from_chunks,
+    middle_relative,
+    to_chunks,
+)
+from arbench.kernels.dplr import dplr_recurrent
+from arbench.kernels.pairwise_tree import factorisable, tree_pairwise
+from arbench.kernels.scan import carry_and_read, matrix_scan_backward, matrix_scan_forward
+from arbench.kernels.triangular import UnitLowerInverse, unit_lower_inverse
+
+
+def kda_to_dplr(
+    k: torch.Tensor, beta: torch.Tensor, log_alpha: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """KDA S_t = (I - b k k^T) Diag(alpha) S + b k v^T as DPLR: returns (k_write, log_w, a, b).
+
+    Diag(alpha) - b k (alpha k)^T: a = alpha * k, b = -beta k, write key beta k.
+    """
+    bk = beta[..., None] * k
+    return bk, log_alpha, log_alpha.exp() * k, -bk
 
 
 class KDAChunks(torch.autograd.Function):
     """KDA on (B,H,N,C,.) chunks: q, k, g (.., C, dk), v (.., C, dv), beta (.., C), s0.
 
-    g must satisfy `dplr.factorisable` (the caller checks); returns (O chunks, final state).
+    g must satisfy `pairwise_tree.factorisable` (the caller checks); returns (O chunks, final
+    state).
     """
 
     @staticmethod
@@ -121,3 +150,67 @@ class KDAChunks(torch.autograd.Function):
         e_g_end = (e_end * e_ref)[..., 0, :]
         d_g[..., -1, :] += (d_k_end * k_end).sum(-2) + d_m.diagonal(dim1=-2, dim2=-1) * e_g_end
         return d_q, d_k, d_v, d_beta, d_g, d_s0
+
+
+def kda_recurrent(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    beta: torch.Tensor,
+    log_alpha: torch.Tensor,
+    initial_state: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Step-by-step KDA (per-channel gated delta rule); beta (B,H,T), log_alpha (B,H,T,dk)."""
+    check_shapes(q, k, v, per_step={"beta": beta}, per_channel={"log_alpha": log_alpha})
+    kw, log_w, a, b = kda_to_dplr(k, beta, log_alpha)
+    return dplr_recurrent(q, kw, v, log_w, a, b, initial_state)
+
+
+def kda_chunked(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    beta: torch.Tensor,
+    log_alpha: torch.Tensor,
+    initial_state: torch.Tensor | None = None,
+    chunk_size: int = 32,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Chunkwise-parallel KDA: the DPLR chunk form specialised to a = alpha k, b = -beta k.
+
+    Then A_ak = P diag(beta) = -A_ab and A_qk = Q diag(beta) = -A_qb with P, Q the decayed
+    k-k (strict) and q-k (inclusive) products, so only two pairwise matrices are built. When
+    `pairwise_tree.factorisable` allows (the usual case), `KDAChunks` runs it with a hand-written
+    backward; otherwise P and Q come from `pairwise_tree.tree_pairwise` and autograd
+    differentiates.
+    """
+    bsz, h, t, dk, dv = check_shapes(
+        q, k, v, per_step={"beta": beta}, per_channel={"log_alpha": log_alpha}
+    )
+    c = chunk_size
+    check_chunk_size(c)
+    s0 = q.new_zeros(bsz, h, dk, dv) if initial_state is None else initial_state
+    if t == 0:
+        return v.new_zeros(bsz, h, 0, dv), s0
+    n = -(-t // c)
+    q, k, v, log_alpha = (to_chunks(x, n, c) for x in (q, k, v, log_alpha))
+    beta = to_chunks(beta, n, c)  # (B,H,N,C); zero-padded steps write nothing
+    g = log_alpha.cumsum(-2)
+
+    if factorisable(g, dim=-2):
+        o, s = KDAChunks.apply(q, k, v, beta, g, s0.contiguous())
+        return from_chunks(o, t), s
+    g_end = g[..., -1:, :]
+    gy = g[..., None, :]
+    pw = tree_pairwise(torch.stack([q, k], dim=-2), gy, k[..., None, :], gy, 1)
+    q_beta, p_beta = (m[..., 0, :, :] * beta[..., None, :] for m in pw.unbind(-4))
+    k_dec, q_dec = k * g.exp(), q * g.exp()
+    k_end = k * (g_end - g).clamp(max=0.0).exp()
+
+    # [W | V - U] with V - U = V - T P diag(beta) V = T V, T = (I + P diag(beta))^{-1}
+    wv = UnitLowerInverse.apply(p_beta) @ torch.cat([k_dec, v], dim=-1)
+
+    k_end_t = (beta[..., None] * k_end).transpose(-1, -2)
+    k_w, k_r = (k_end_t @ wv).split([dk, dv], dim=-1)
+    m_mat = torch.diag_embed(g_end[..., 0, :].exp()) - k_w
+    q_w, o_intra = (q_beta @ wv).split([dk, dv], dim=-1)
+    return carry_and_read(q_dec - q_w, o_intra, m_mat, k_r, s0, t)

@@ -1,7 +1,10 @@
-"""The factorial's cell: delta-rule vs diagonal transition, x short conv, x scalar decay.
+"""Gated delta-rule cells: rank-1 or diagonal transition, optional short conv, optional decay.
 
-All arms share one state shape (H, d_k, d_v), so state size is matched by construction; only
-the transition (rank-1 vs diagonal), the short convolution and the decay gate are toggled.
+S <- a (I - b k k^T) S + b k v^T (`delta_rule`, kernels in `arbench.kernels.delta_rule`) or its
+diagonal ablation S <- a (I - b Diag(k * k)) S + b k v^T (`diagonal`, `arbench.kernels.diagonal`),
+with `gated_deltanet` the delta rule with decay and short convolution on. Every variant shares one
+state shape (H, d_k, d_v), so state size is matched by construction; only the transition (rank-1
+vs diagonal), the short convolution and the decay gate are toggled (the factorial's arms).
 """
 
 from __future__ import annotations
@@ -23,9 +26,9 @@ from arbench.cells.base import (
     register,
     split_heads,
 )
-from arbench.cells.delta_rule import delta_rule_chunked, delta_rule_recurrent
-from arbench.cells.diagonal import diagonal_chunked, diagonal_recurrent
 from arbench.cells.short_conv import ShortConv
+from arbench.kernels.delta_rule import delta_rule_chunked, delta_rule_recurrent
+from arbench.kernels.diagonal import diagonal_chunked, diagonal_recurrent
 
 DECAY_BIAS_INIT = 5.0  # alpha = sigmoid(.. + 5) starts near 0.993: a 100-token half-life
 # Tuned at B=32, T=1024, d_k=d_v=32 on 2 CPU threads (forward+backward); the diagonal's tree of
@@ -33,7 +36,7 @@ DECAY_BIAS_INIT = 5.0  # alpha = sigmoid(.. + 5) starts near 0.993: a 100-token 
 DEFAULT_CHUNK = {"delta": 32, "diagonal": 16}
 
 
-class FactorialCell(SequenceMixer):
+class GatedDeltaCell(SequenceMixer):
     """Gated delta-rule family cell; `transition` picks the rank-1 or diagonal state update."""
 
     transition: ClassVar[str] = "delta"
@@ -120,14 +123,14 @@ class FactorialCell(SequenceMixer):
 
 
 @register("delta_rule")
-class DeltaRuleCell(FactorialCell):
+class DeltaRuleCell(GatedDeltaCell):
     """Rank-1 transition S <- a (I - b k k^T) S + b k v^T."""
 
     transition: ClassVar[str] = "delta"
 
 
 @register("diagonal")
-class DiagonalCell(FactorialCell):
+class DiagonalCell(GatedDeltaCell):
     """Diagonal ablation S <- a (I - b Diag(k * k)) S + b k v^T (same state, same gates)."""
 
     transition: ClassVar[str] = "diagonal"
