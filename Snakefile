@@ -1,7 +1,7 @@
 """arbench: regenerate every table and figure from the declared config.
 
-snakemake --cores 8 results/tables/factorial.tex               # paper scale
-snakemake --cores 2 --config scale=demo                         # everything, reduced
+snakemake --cores 8 results/tables/factorial.tex               # paper scale, under results/
+snakemake --cores 2 --config scale=demo                         # everything, reduced, under results/demo/
 """
 
 from snakemake.utils import min_version
@@ -19,11 +19,10 @@ include: "rules/evaluate.smk"
 include: "rules/stats.smk"
 include: "rules/tables.smk"
 include: "rules/figures.smk"
-include: "rules/passkey_swar.smk"
 include: "rules/bench.smk"
 
 
 rule all:
     default_target: True
     input:
-        all_targets(),
+        PLAN.targets(),

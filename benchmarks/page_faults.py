@@ -24,8 +24,10 @@ def measure(cells: list[str], t: int, batch: int, steps: int, threads: int) -> l
     """In this process: per-step faults and times of each cell's chunked training step."""
     import torch
 
+    from arbench.bench.cells import Shape, cell_options, cell_step
     from arbench.cells import build_cell
-    from arbench.bench.cells import D_MODEL, cell_options, cell_step
+
+    D_MODEL = Shape().d_model  # the zoo's width (config.yaml: zoo.reference)
 
     torch.set_num_threads(threads)
     gen = torch.Generator().manual_seed(0)

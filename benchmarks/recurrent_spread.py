@@ -27,9 +27,11 @@ def child(cell_name: str, t: int, batch: int, steps: int) -> dict[str, list[floa
     sys.path.insert(0, str(SRC))
     import torch
 
+    from arbench.bench.cells import Shape, cell_options, cell_step, time_interleaved
     from arbench.cells import build_cell
     from arbench.cpu_memory import retain_freed_memory
-    from arbench.bench.cells import D_MODEL, cell_options, cell_step, time_interleaved
+
+    D_MODEL = Shape().d_model  # the zoo's width (config.yaml: zoo.reference)
 
     retain_freed_memory()
     gen = torch.Generator().manual_seed(0)

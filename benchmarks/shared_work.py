@@ -22,16 +22,18 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from arbench.cells import build_cell  # noqa: E402
-from arbench.cpu_memory import retain_freed_memory  # noqa: E402
 from arbench.bench.cells import (  # noqa: E402
-    D_MODEL,
+    Shape,
     bench_cells,
     cell_options,
     cell_step,
     has_kernel,
     shared_step,
 )
+from arbench.cells import build_cell  # noqa: E402
+from arbench.cpu_memory import retain_freed_memory  # noqa: E402
+
+D_MODEL = Shape().d_model  # the zoo's width (config.yaml: zoo.reference)
 
 
 def main() -> None:

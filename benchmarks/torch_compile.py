@@ -23,9 +23,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from arbench.bench.cells import Shape, bench_cells, cell_options  # noqa: E402
 from arbench.cells import build_cell  # noqa: E402
 from arbench.cpu_memory import retain_freed_memory  # noqa: E402
-from arbench.bench.cells import D_MODEL, bench_cells, cell_options  # noqa: E402
+
+D_MODEL = Shape().d_model  # the zoo's width (config.yaml: zoo.reference)
 
 
 def _step(module: torch.nn.Module, call, x: torch.Tensor, proj: torch.Tensor):

@@ -1,14 +1,19 @@
-# Held-out evaluation sets and their oracle validation. Training depends on the
-# oracle's report, so data that fails validation can never train a model.
+# Data and its validation. Training depends on the oracle's report, so data that fails
+# validation can never train a model. A task declares its data kind:
+#   stream   held-out set written here, then the oracle checks it and a sample of every
+#            seed's training stream (batches are drawn on the fly during training);
+#   release  a published file set, one job per (subset, split), then one validation job.
 
 
 rule eval_set:
     output:
-        "results/datasets/{experiment}/eval.npz",
+        f"{R}/datasets/{{experiment}}/eval.npz",
     log:
-        "results/logs/eval_set/{experiment}.log",
+        f"{R}/logs/eval_set/{{experiment}}.log",
     benchmark:
-        "results/benchmarks/eval_set/{experiment}.tsv"
+        f"{R}/benchmarks/eval_set/{{experiment}}.tsv"
+    wildcard_constraints:
+        experiment=one_of(PLAN.experiments_with("stream")),
     conda:
         "../envs/torch.yaml"
     threads: 1
@@ -19,18 +24,20 @@ rule eval_set:
         task=lambda wc: EXPERIMENTS[wc.experiment]["task"],
         examples=lambda wc: EXPERIMENTS[wc.experiment]["eval"]["examples"],
     script:
-        "../scripts/make_eval_set.py"
+        "../scripts/eval_set.py"
 
 
-rule oracle_validate:
+rule validate_stream:
     input:
-        "results/datasets/{experiment}/eval.npz",
+        f"{R}/datasets/{{experiment}}/eval.npz",
     output:
-        "results/datasets/{experiment}/oracle.json",
+        f"{R}/datasets/{{experiment}}/oracle.json",
     log:
-        "results/logs/oracle/{experiment}.log",
+        f"{R}/logs/oracle/{{experiment}}.log",
     benchmark:
-        "results/benchmarks/oracle/{experiment}.tsv"
+        f"{R}/benchmarks/oracle/{{experiment}}.tsv"
+    wildcard_constraints:
+        experiment=one_of(PLAN.experiments_with("stream")),
     conda:
         "../envs/torch.yaml"
     threads: 1
@@ -42,4 +49,52 @@ rule oracle_validate:
         seeds=lambda wc: EXPERIMENTS[wc.experiment]["seeds"],
         batch=lambda wc: EXPERIMENTS[wc.experiment]["train"]["batch"],
     script:
-        "../scripts/oracle_validate.py"
+        "../scripts/validate_stream.py"
+
+
+rule release_split:
+    output:
+        sidecar=f"{R}/datasets/{{release}}/stats/{{subset}}/{{split}}.json",
+    log:
+        f"{R}/logs/releases/{{release}}/{{subset}}_{{split}}.log",
+    benchmark:
+        f"{R}/benchmarks/releases/{{release}}/{{subset}}_{{split}}.tsv"
+    wildcard_constraints:
+        release=one_of(PLAN.releases),
+        subset=r"[A-Za-z0-9_]+",
+        split=r"[a-z]+",
+    conda:
+        "../envs/data.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=lambda wc: PLAN.release_runtime(wc.release, wc.subset, wc.split),
+    params:
+        task=lambda wc: PLAN.releases[wc.release]["task"],
+        settings=lambda wc: PLAN.release_split_settings(wc.release, wc.subset, wc.split),
+    script:
+        "../scripts/release_split.py"
+
+
+rule release_validate:
+    input:
+        lambda wc: PLAN.release_sidecars(wc.release),
+    output:
+        report=f"{R}/datasets/{{release}}/oracle_report.json",
+    log:
+        f"{R}/logs/releases/{{release}}/validate.log",
+    benchmark:
+        f"{R}/benchmarks/releases/{{release}}/validate.tsv"
+    wildcard_constraints:
+        release=one_of(PLAN.releases),
+    conda:
+        "../envs/data.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=60,
+    params:
+        task=lambda wc: PLAN.releases[wc.release]["task"],
+        settings=lambda wc: PLAN.release_validate_settings(wc.release),
+    script:
+        "../scripts/release_validate.py"

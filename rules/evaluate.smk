@@ -1,17 +1,19 @@
-# Held-out accuracy of each trained run.
+# Held-out accuracy of each trained run. The model's shape is read from the run's own
+# record (final.json), so the job needs only the task, the held-out count and the arm's
+# evaluation options.
 
 
 rule evaluate:
     input:
-        model="results/runs/{experiment}/{arm}/seed{seed}/model.pt",
-        final="results/runs/{experiment}/{arm}/seed{seed}/final.json",
-        data=eval_data,
+        model=f"{R}/runs/{{experiment}}/{{arm}}/seed{{seed}}/model.pt",
+        final=f"{R}/runs/{{experiment}}/{{arm}}/seed{{seed}}/final.json",
+        data=lambda wc: PLAN.eval_inputs(wc.experiment),
     output:
-        "results/evals/{experiment}/{arm}/seed{seed}.json",
+        f"{R}/evals/{{experiment}}/{{arm}}/seed{{seed}}.json",
     log:
-        "results/logs/evaluate/{experiment}/{arm}/seed{seed}.log",
+        f"{R}/logs/evaluate/{{experiment}}/{{arm}}/seed{{seed}}.log",
     benchmark:
-        "results/benchmarks/evaluate/{experiment}/{arm}/seed{seed}.tsv"
+        f"{R}/benchmarks/evaluate/{{experiment}}/{{arm}}/seed{{seed}}.tsv"
     conda:
         "../envs/torch.yaml"
     threads: THREADS
@@ -19,6 +21,9 @@ rule evaluate:
         mem_mb=2000,
         runtime=10,
     params:
-        experiment=lambda wc: EXPERIMENTS[wc.experiment],
+        task=lambda wc: EXPERIMENTS[wc.experiment]["task"],
+        examples=lambda wc: EXPERIMENTS[wc.experiment]["eval"]["examples"],
+        options=lambda wc: PLAN.eval_options(wc.experiment, wc.arm),
+        data=lambda wc: PLAN.data_dir(wc.experiment),
     script:
         "../scripts/evaluate.py"

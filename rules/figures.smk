@@ -1,24 +1,24 @@
-# Figures: one bar per arm with one dot per seed.
+# Figures, drawn in the layout the experiment's task declares (stats JSON "layout").
 
 
 rule figure:
     input:
-        stats="results/stats/{experiment}.json",
+        stats=f"{R}/stats/{{experiment}}.json",
     output:
         pdf=report(
-            "results/figures/{experiment}.pdf",
+            f"{R}/figures/{{experiment}}.pdf",
             category="Figures",
             caption="../docs/report/figure.rst",
         ),
         png=report(
-            "results/figures/{experiment}.png",
+            f"{R}/figures/{{experiment}}.png",
             category="Figures",
             caption="../docs/report/figure.rst",
         ),
     log:
-        "results/logs/figures/{experiment}.log",
+        f"{R}/logs/figures/{{experiment}}.log",
     benchmark:
-        "results/benchmarks/figures/{experiment}.tsv"
+        f"{R}/benchmarks/figures/{{experiment}}.tsv"
     conda:
         "../envs/report.yaml"
     threads: 1

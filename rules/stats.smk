@@ -3,14 +3,14 @@
 
 rule stats:
     input:
-        evals=lambda wc: eval_paths(wc.experiment),
-        finals=lambda wc: run_paths(wc.experiment, "final.json"),
+        evals=lambda wc: PLAN.eval_files(wc.experiment),
+        finals=lambda wc: PLAN.run_files(wc.experiment, "final.json"),
     output:
-        "results/stats/{experiment}.json",
+        f"{R}/stats/{{experiment}}.json",
     log:
-        "results/logs/stats/{experiment}.log",
+        f"{R}/logs/stats/{{experiment}}.log",
     benchmark:
-        "results/benchmarks/stats/{experiment}.tsv"
+        f"{R}/benchmarks/stats/{{experiment}}.tsv"
     conda:
         "../envs/report.yaml"
     threads: 1
@@ -19,7 +19,7 @@ rule stats:
         runtime=10,
     params:
         experiment=lambda wc: EXPERIMENTS[wc.experiment],
-        name=lambda wc: wc.experiment,
+        layout=lambda wc: PLAN.layout(wc.experiment),
         scale=SCALE,
     script:
         "../scripts/stats.py"

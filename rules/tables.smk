@@ -1,20 +1,21 @@
-# LaTeX tables rendered from jinja2 templates.
+# LaTeX tables rendered from jinja2 templates: each experiment's in its task's layout, and
+# the cell zoo at the reference arm's budget.
 
 
 rule table:
     input:
-        stats="results/stats/{experiment}.json",
-        template=table_template,
+        stats=f"{R}/stats/{{experiment}}.json",
+        template=lambda wc: f"src/arbench/report/templates/{PLAN.layout(wc.experiment)}.tex.j2",
     output:
         report(
-            "results/tables/{experiment}.tex",
+            f"{R}/tables/{{experiment}}.tex",
             category="Tables",
             caption="../docs/report/table.rst",
         ),
     log:
-        "results/logs/tables/{experiment}.log",
+        f"{R}/logs/tables/{{experiment}}.log",
     benchmark:
-        "results/benchmarks/tables/{experiment}.tsv"
+        f"{R}/benchmarks/tables/{{experiment}}.tsv"
     conda:
         "../envs/report.yaml"
     threads: 1
@@ -27,18 +28,18 @@ rule table:
 
 rule cells_table:
     input:
-        template="src/arbench/report/templates/cells_table.tex.j2",
+        template="src/arbench/report/templates/cells.tex.j2",
     output:
         tex=report(
-            "results/tables/cells.tex",
+            f"{R}/tables/cells.tex",
             category="Tables",
             caption="../docs/report/cells.rst",
         ),
-        json="results/tables/cells.json",
+        json=f"{R}/tables/cells.json",
     log:
-        "results/logs/tables/cells.log",
+        f"{R}/logs/tables/cells.log",
     benchmark:
-        "results/benchmarks/tables/cells.tsv"
+        f"{R}/benchmarks/tables/cells.tsv"
     conda:
         "../envs/torch.yaml"
     threads: 1
@@ -46,8 +47,7 @@ rule cells_table:
         mem_mb=1000,
         runtime=5,
     params:
-        name="factorial",
-        experiment=EXPERIMENTS["factorial"],
-        arm="delta",
+        reference=PLAN.reference(CFG["zoo"]["reference"]),
+        name="{experiment}/{arm}".format(**CFG["zoo"]["reference"]),
     script:
         "../scripts/cells_table.py"

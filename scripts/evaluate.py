@@ -4,32 +4,21 @@ from pathlib import Path
 
 import _arbench_path  # noqa: F401  (puts src/ on sys.path)
 
-from arbench.config import eval_options, model_config_dict
-from arbench.glue import setup
-from arbench.io import atomic_write_json, read_json
-from arbench.models import ModelConfig
-from arbench.tasks import make_task
-from arbench.train.loop import load_trained
+from arbench.io import atomic_write_json
+from arbench.run import evaluate_run
+from arbench.runtime import setup
 
-log = setup(snakemake.log[0], snakemake.threads)
-exp, wc = snakemake.params.experiment, snakemake.wildcards
-task = make_task(exp["task"])
-model = load_trained(
-    Path(snakemake.input.model).parent,
-    ModelConfig(**model_config_dict(exp, wc.arm, task.vocab_size)),
+sm = snakemake
+log = setup(sm.log[0], sm.threads)
+wc, p = sm.wildcards, sm.params
+result = evaluate_run(
+    Path(sm.input.final).parent,
+    p.task,
+    data_dir=p.data,
+    examples=p.examples,
+    options=dict(p.options),
 )
-scores = task.evaluate(
-    model, data=snakemake.input.data, examples=exp["eval"]["examples"], **eval_options(exp, wc.arm)
+atomic_write_json(
+    sm.output[0], {"experiment": wc.experiment, "arm": wc.arm, "seed": int(wc.seed), **result}
 )
-final = read_json(snakemake.input.final)
-out = {
-    "experiment": wc.experiment,
-    "arm": wc.arm,
-    "seed": int(wc.seed),
-    "scores": scores,
-    "n_parameters": final["n_parameters"],
-    "state_size_per_layer": final["state_size_per_layer"],
-    "train_wall_time_s": final["wall_time_s"],
-}
-atomic_write_json(snakemake.output[0], out)
-log(f"{wc.experiment}/{wc.arm} seed {wc.seed}: accuracy {scores['accuracy']:.4f}")
+log(f"{wc.experiment}/{wc.arm} seed {wc.seed}: accuracy {result['scores']['accuracy']:.4f}")

@@ -2,11 +2,12 @@
 
 import _arbench_path  # noqa: F401  (puts src/ on sys.path)
 
-from arbench.glue import setup
 from arbench.io import atomic_write_text, read_json
 from arbench.report.tables import render
+from arbench.runtime import setup
 
-log = setup(snakemake.log[0], snakemake.threads)
-stats = read_json(snakemake.input.stats)
-atomic_write_text(snakemake.output[0], render(snakemake.input.template, **stats))
-log(f"wrote {snakemake.output[0]}")
+sm = snakemake
+log = setup(sm.log[0], sm.threads)
+stats = read_json(sm.input.stats)
+atomic_write_text(sm.output[0], render(sm.input.template, source=sm.input.stats, **stats))
+log(f"wrote {sm.output[0]}")

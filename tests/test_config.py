@@ -1,4 +1,4 @@
-"""Config: scales, schema errors that name the key, pinned environments."""
+"""Config: scales, one source for release settings, errors that name the key, pinned envs."""
 
 from __future__ import annotations
 
@@ -35,6 +35,26 @@ def test_scales_shrink_the_protocol() -> None:
         (lambda c: c["experiments"]["factorial"]["arms"]["delta"].update(cell="lstm"), "lstm"),
         (lambda c: c["experiments"]["factorial"]["contrasts"][0].update(a="ghost"), "ghost"),
         (lambda c: c["experiments"]["factorial"].update(typo=1), "typo"),
+        (lambda c: c["experiments"]["factorial"]["task"].update(name="mqr"), "unknown task 'mqr'"),
+        (lambda c: c["experiments"]["factorial"]["task"].update(paris=3), "unknown key 'paris'"),
+        (lambda c: c["releases"]["passkey_swar"]["params"].update(w=0), "releases.passkey_swar"),
+        (lambda c: c["releases"]["passkey_swar"].update(task="mqar"), "has no release"),
+        (
+            lambda c: c["experiments"]["passkey_swar"]["task"].update(release="nope"),
+            "experiments.passkey_swar.task.release",
+        ),
+        (
+            lambda c: c["experiments"]["passkey_swar"]["task"].update(train_configs=[32]),
+            "set it in releases.passkey_swar.train_configs",
+        ),
+        (
+            lambda c: c["experiments"]["passkey_swar"]["arms"]["gated_deltanet"].update(
+                eval_max_write=8
+            ),
+            "takes no evaluation option 'max_write'",
+        ),
+        (lambda c: c["zoo"]["reference"].update(arm="ghost"), "zoo.reference.arm"),
+        (lambda c: c["bench"]["stream"].update(experiment="nope"), "bench.stream.experiment"),
         (
             lambda c: (
                 c.update(scale="demo")
@@ -49,6 +69,42 @@ def test_bad_config_fails_naming_the_key(edit, needle: str) -> None:
     edit(cfg)
     with pytest.raises(config.ConfigError, match=re.escape(needle)):
         config.resolve(cfg)
+
+
+def test_an_unknown_arm_key_fails_naming_arm_key_and_the_accepted_ones() -> None:
+    cfg = copy.deepcopy(RAW)
+    cfg["experiments"]["factorial"]["arms"]["delta_conv"]["convv"] = True
+    with pytest.raises(config.ConfigError) as err:
+        config.resolve(cfg)
+    message = str(err.value)
+    assert "\n" not in message
+    assert "experiments.factorial.arms.delta_conv.convv" in message
+    assert "'delta_rule'" in message and "'conv'" in message and "'decay'" in message
+    cfg = copy.deepcopy(RAW)
+    cfg["experiments"]["factorial"]["model"]["cell_options"]["hedas"] = 2
+    with pytest.raises(config.ConfigError, match=r"factorial\.model\.cell_options\.hedas"):
+        config.resolve(cfg)
+
+
+def test_release_settings_have_one_source() -> None:
+    for scale in ("paper", "demo", "smoke"):
+        cfg = config.resolve(copy.deepcopy(RAW) | {"scale": scale})
+        task, release = cfg["experiments"]["passkey_swar"]["task"], cfg["releases"]["passkey_swar"]
+        for key in ("params", "train_configs", "eval_configs"):
+            assert task[key] == release[key], (scale, key)
+
+
+def test_model_settings_merge_backbone_and_arm() -> None:
+    cfg = config.resolve(copy.deepcopy(RAW))
+    exp = cfg["experiments"]["passkey_swar"]
+    assert config.model_settings(exp, "attention_2layer") == {
+        "d_model": 32,
+        "layers": 2,
+        "mlp_ratio": 4,
+        "cell": "attention",
+        "cell_options": {"heads": 4, "positions": "rotary"},
+    }
+    assert config.eval_options(exp, "attention_2layer") == {"max_writes": 4096}
 
 
 @pytest.mark.parametrize("env", sorted((ROOT / "envs").glob("*.yaml")), ids=lambda p: p.name)

@@ -1,47 +1,45 @@
-"""Speed benchmarks: cell training throughput (chunked vs recurrent) and long-stream evaluation.
+"""Cell training throughput: each registered cell's chunked vs recurrent form.
 
-Throughput is forward+backward tokens/s of each registered cell at the factorial width
-(d_model 32, shaped to the factorial's 1,024-element state), median over repeats after warmup,
-the two forms timed in turns. Each recurrent cell is timed whole (scope "cell") and by its
-recurrence kernel alone on the inputs the cell feeds it (scope "kernel"). Streaming runs the
-factorial's 2-layer model over 10^5..10^7 tokens, each count in a fresh subprocess so peak RSS
-is per measurement.
+Throughput is forward+backward tokens/s of each registered cell at the zoo's shapes (the
+reference arm's width and recurrent state per layer; `Shape`), median over repeats after
+warmup, the two forms timed in turns. Each recurrent cell is timed whole (scope "cell") and by
+its recurrence kernel alone on the inputs the cell feeds it (scope "kernel"), and with its
+kernel replaced by a free pass-through (the shared work, which caps the whole-cell ratio).
 """
 
 from __future__ import annotations
 
-import json
-import os
-import platform
-import resource
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
+from dataclasses import asdict, dataclass
 from typing import Any
 
-import numpy as np
 import torch
 
-import arbench
 from arbench.cells import CELLS, build_cell
 from arbench.cells.base import SequenceMixer
-from arbench.cpu_memory import retain_freed_memory, retaining_freed_memory
 from arbench.models.budget import fit
-from arbench.train.loop import versions
 
-D_MODEL = 32
-STREAM_VOCAB = 130  # the factorial's MQAR vocabulary
-STREAM_MODEL = {
-    "d_model": D_MODEL,
-    "layers": 2,
-    "cell": "delta_rule",
-    "cell_options": {"conv": True},
-}
 SINGLE_FORM = {"attention"}  # cells whose "recurrent" form is not a state recurrence
-STATE_BUDGET = 1024  # per layer: the factorial's matched state
+
+
+@dataclass(frozen=True)
+class Shape:
+    """Where every cell is timed: the reference arm's vocabulary, width and state per layer
+    (the defaults are the factorial's: `zoo.reference` in config.yaml)."""
+
+    vocab: int = 130
+    d_model: int = 32
+    state_per_layer: int = 1024
+
+
+def reference_shape(task: dict[str, Any], model: dict[str, Any]) -> Shape:
+    """The shape of a reference arm (its task settings and model settings)."""
+    from arbench.tasks import build_task
+
+    cell = build_cell(model["cell"], model["d_model"], **model["cell_options"])
+    return Shape(build_task(task).vocab_size, model["d_model"], cell.state_size())
 
 
 def bench_cells() -> list[str]:
@@ -49,9 +47,11 @@ def bench_cells() -> list[str]:
     return list(CELLS)
 
 
-def cell_options(name: str) -> dict[str, Any]:
-    """Constructor options of `name` at the factorial width and its 1,024-element state."""
-    return fit(name, STREAM_VOCAB, state_per_layer=STATE_BUDGET, d_model=D_MODEL).options
+def cell_options(name: str, shape: Shape = Shape()) -> dict[str, Any]:
+    """Constructor options of `name` at the shape's width and recurrent state."""
+    return fit(
+        name, shape.vocab, state_per_layer=shape.state_per_layer, d_model=shape.d_model
+    ).options
 
 
 def cell_step(
@@ -179,6 +179,7 @@ def throughput(
     warmup: int = 1,
     max_recurrent_seconds: float = 120.0,
     seed: int = 0,
+    shape: Shape = Shape(),
     log: Callable[[str], None] | None = None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """Training tokens/s per (cell, scope, form, T); returns (measurements, skipped runs,
@@ -199,13 +200,13 @@ def throughput(
     for name in cells:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            cell = build_cell(name, D_MODEL, **cell_options(name))
+            cell = build_cell(name, shape.d_model, **cell_options(name, shape))
         forms = ["chunked"] if name in SINGLE_FORM else ["chunked", "recurrent"]
         scopes = ["cell", "kernel"] if has_kernel(cell) else ["cell"]
         per_token: dict[str, float] = {}  # recurrent seconds per token of the last length
         for t in sorted(lengths):
-            x = torch.randn(batch, t, D_MODEL, generator=gen)
-            proj = torch.randn(batch, t, D_MODEL, generator=gen)
+            x = torch.randn(batch, t, shape.d_model, generator=gen)
+            proj = torch.randn(batch, t, shape.d_model, generator=gen)
             args = kernel_inputs(cell, x) if "kernel" in scopes else ()
             for scope in scopes:
                 key = {"cell": name, "scope": scope, "T": t, "B": batch}
@@ -255,96 +256,21 @@ def _shared_row(
     return row
 
 
-def peak_rss_mb() -> float:
-    """Peak resident set size of this process in MiB.
-
-    Linux: VmHWM of /proc/self/status, which exec resets (ru_maxrss survives exec, so a child
-    of a large benchmark process would report its parent's peak). Elsewhere: ru_maxrss.
-    """
-    try:
-        with open("/proc/self/status") as f:
-            return next(int(ln.split()[1]) for ln in f if ln.startswith("VmHWM:")) / 1024
-    except (OSError, StopIteration):
-        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        return rss / (1 << 20) if sys.platform == "darwin" else rss / 1024
-
-
-def stream_once(n_tokens: int, seed: int = 0, piece: int = 8192, threads: int = 1) -> dict:
-    """Stream `n_tokens` random tokens through the factorial's 2-layer model (in this process)."""
-    from arbench.evaluate.streaming import stream_tokens
-    from arbench.models import ModelConfig, build_model
-
-    torch.set_num_threads(threads)
-    model = build_model(ModelConfig(vocab_size=STREAM_VOCAB, **STREAM_MODEL), seed)
-    rss_before = peak_rss_mb()
-    out = stream_tokens(model, n_tokens, STREAM_VOCAB, np.random.default_rng(seed), piece=piece)
-    return {
-        "tokens": out["tokens"],
-        "seconds": out["seconds"],
-        "tokens_per_s": out["tokens_per_s"],
-        "peak_rss_mb": peak_rss_mb(),
-        "rss_before_stream_mb": rss_before,
-        "piece": piece,
-    }
-
-
-def streaming(
-    token_counts: list[int],
-    seed: int = 0,
-    piece: int = 8192,
-    threads: int = 1,
-    log: Callable[[str], None] | None = None,
-) -> list[dict[str, Any]]:
-    """`stream_once` per token count, each in a fresh interpreter so peak RSS is its own."""
-    src = str(Path(arbench.__file__).resolve().parents[1])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
-    rows = []
-    for n in token_counts:
-        args = [str(n), str(seed), str(piece), str(threads)]
-        cmd = [sys.executable, "-m", "arbench.bench.cells", "stream", *args]
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise RuntimeError(f"streaming {n} tokens failed:\n{done.stderr[-4000:]}")
-        rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
-        if log:
-            r = rows[-1]
-            log(f"streamed {n} tokens: {r['seconds']:.1f}s, peak RSS {r['peak_rss_mb']:.0f} MiB")
-    return rows
-
-
-def machine_info() -> dict[str, Any]:
-    """CPU model, core counts, torch threads and versions: what the numbers were measured on."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    affinity = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
-    return {
-        "cpu": cpu,
-        "logical_cores": os.cpu_count(),
-        "usable_cores": len(affinity) if affinity is not None else os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        **versions(),
-        "platform": platform.platform(),
-        "malloc_retains_freed_memory": retaining_freed_memory(),
-    }
-
-
-def run_bench(
+def run_throughput(
     lengths: list[int],
     batch: int,
-    stream_tokens: list[int],
     repeats: int = 3,
     threads: int = 1,
     cells: list[str] | None = None,
     max_recurrent_seconds: float = 120.0,
-    piece: int = 8192,
     seed: int = 0,
+    shape: Shape = Shape(),
     log: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """The whole benchmark as one JSON-ready dict: throughput, streaming and machine."""
+    """The throughput half of the benchmark as one JSON-ready dict (`combine` adds the
+    streaming rows): throughput, skipped, shared_work, settings and the machine."""
+    from arbench.bench.machine import machine_info
+
     torch.set_num_threads(threads)
     rows, skipped, shared = throughput(
         cells if cells is not None else bench_cells(),
@@ -353,25 +279,34 @@ def run_bench(
         repeats=repeats,
         max_recurrent_seconds=max_recurrent_seconds,
         seed=seed,
+        shape=shape,
         log=log,
     )
     return {
         "throughput": rows,
         "skipped": skipped,
         "shared_work": shared,
-        "streaming": streaming(stream_tokens, seed=seed, piece=piece, threads=threads, log=log),
-        "machine": machine_info(),
         "settings": {
             "T": list(lengths),
             "B": batch,
             "repeats": repeats,
-            "d_model": D_MODEL,
-            "cell_options": {c: cell_options(c) for c in {r["cell"] for r in rows}},
-            "stream_model": STREAM_MODEL,
-            "piece": piece,
+            "d_model": shape.d_model,
+            "shape": asdict(shape),
+            "cell_options": {c: cell_options(c, shape) for c in {r["cell"] for r in rows}},
             "max_recurrent_seconds": max_recurrent_seconds,
         },
+        "machine": machine_info(),
     }
+
+
+def combine(cells: dict[str, Any], streams: list[dict[str, Any]]) -> dict[str, Any]:
+    """cells.json: the throughput result (with the machine it ran on) and the streaming rows,
+    in token order, each measured in a process of its own."""
+    rows = sorted(streams, key=lambda r: r["tokens"])
+    settings = dict(cells["settings"])
+    if rows:
+        settings.update(stream_model=rows[0]["model"], piece=rows[0]["piece"])
+    return {**cells, "streaming": rows, "settings": settings}
 
 
 def shared_caps(result: dict[str, Any]) -> dict[str, dict[int, float]]:
@@ -395,9 +330,3 @@ def ratios(result: dict[str, Any], scope: str = "cell") -> dict[str, dict[int, f
         if form == "chunked" and (cell, "recurrent", t) in tps:
             out.setdefault(cell, {})[t] = v / tps[(cell, "recurrent", t)]
     return out
-
-
-if __name__ == "__main__" and len(sys.argv) == 6 and sys.argv[1] == "stream":
-    n, s, p, th = (int(a) for a in sys.argv[2:])
-    retain_freed_memory()  # as in the Snakemake jobs (arbench.glue.setup)
-    print(json.dumps(stream_once(n, seed=s, piece=p, threads=th)))

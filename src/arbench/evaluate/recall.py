@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from arbench.models import LanguageModel
+from arbench.tasks.base import IGNORE
 
 
 @torch.no_grad()
@@ -22,7 +23,7 @@ def accuracy(
         tok = torch.from_numpy(np.asarray(tokens[i : i + batch], dtype=np.int64))
         tgt = torch.from_numpy(np.asarray(targets[i : i + batch], dtype=np.int64))
         h, _ = model.hidden(tok)
-        sel = tgt != -100
+        sel = tgt != IGNORE
         pred = torch.full_like(tgt, -1)
         pred[sel] = model.logits(h[sel]).argmax(-1)
         hit = (pred == tgt) & sel

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from arbench.models import LanguageModel
+from arbench.tasks.base import IGNORE
 
 
 def pieces(length: int, piece: int) -> Iterator[tuple[int, int]]:
@@ -40,14 +41,14 @@ def stream_predictions(
     t0 = time.perf_counter()
     for r in range(0, len(tokens), batch):
         rows = slice(r, r + batch)
-        sup_cols = np.flatnonzero((targets[rows] != -100).any(0))
+        sup_cols = np.flatnonzero((targets[rows] != IGNORE).any(0))
         last = int(sup_cols.max()) + 1 if len(sup_cols) else 0
         state = None
         for a, b in pieces(last, piece):
             tok = torch.from_numpy(np.ascontiguousarray(tokens[rows, a:b], dtype=np.int64))
             tgt = torch.from_numpy(np.ascontiguousarray(targets[rows, a:b], dtype=np.int64))
             h, state = model.hidden(tok, state)
-            sel = tgt != -100
+            sel = tgt != IGNORE
             if sel.any():
                 ok = torch.zeros_like(sel)
                 ok[sel] = model.logits(h[sel]).argmax(-1) == tgt[sel]

@@ -38,6 +38,15 @@ def _speedup_panel(ax: Any, result: dict[str, Any]) -> None:
     ax.legend(fontsize=6)
 
 
+def _stream_label(result: dict[str, Any]) -> str:
+    """'2-layer delta_rule+conv' from the streamed model's settings."""
+    model = result.get("settings", {}).get("stream_model")
+    if not model:
+        return "model"
+    on = [k for k, v in model.get("cell_options", {}).items() if v is True]
+    return f"{model['layers']}-layer {'+'.join([model['cell'], *on])}"
+
+
 def bench_figure(result: dict[str, Any], outputs: list[str | Path]) -> None:
     """Cell training tokens/s vs T (solid chunked, dashed recurrent); chunked/recurrent speed-up
     of whole cells and of their kernels alone; streaming time and peak memory."""
@@ -78,7 +87,7 @@ def bench_figure(result: dict[str, Any], outputs: list[str | Path]) -> None:
         ax_r.set_ylim(0, 1.2 * max(r["peak_rss_mb"] for r in stream))
     machine = result.get("machine", {})
     ax_s.set_title(
-        f"2-layer delta_rule+conv streaming; {machine.get('torch_threads', '?')} torch threads",
+        f"{_stream_label(result)} streaming; {machine.get('torch_threads', '?')} torch threads",
         fontsize=8,
     )
     fig.tight_layout()

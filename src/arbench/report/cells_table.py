@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from arbench.cells import CELLS
+from arbench.models import ModelConfig, build_model
 from arbench.models.budget import fit
+from arbench.tasks import build_task
 
 
 def cell_rows(
@@ -30,3 +32,20 @@ def cell_rows(
             }
         )
     return rows
+
+
+def zoo_context(task: dict[str, Any], model: dict[str, Any], reference: str) -> dict[str, Any]:
+    """Everything the cell-zoo table shows: every cell shaped to the reference arm's
+    vocabulary, backbone, recurrent state per layer and parameter count."""
+    vocab = build_task(task).vocab_size
+    ref = build_model(ModelConfig(vocab_size=vocab, **model), 0)
+    backbone = {k: model[k] for k in ("d_model", "layers", "mlp_ratio")}
+    state, parameters = ref.state_size_per_layer(), ref.n_parameters()
+    return {
+        "rows": cell_rows(vocab, state, parameters, **backbone),
+        "vocab_size": vocab,
+        "state_per_layer": state,
+        "parameters": parameters,
+        "backbone": backbone,
+        "reference": reference,
+    }

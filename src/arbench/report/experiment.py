@@ -8,16 +8,17 @@ from typing import Any
 import numpy as np
 
 from arbench.stats import compare_lock_in, contrast, describe
-from arbench.tasks import make_task
+from arbench.tasks import build_task
 
 
 def experiment_stats(
-    name: str, exp: dict[str, Any], evals: list[dict[str, Any]], scale: str
+    name: str, exp: dict[str, Any], evals: list[dict[str, Any]], scale: str, layout: str
 ) -> dict[str, Any]:
     """Per-arm summaries, single-knob contrasts and floors, JSON-ready.
 
     Arms keep the config's order; every number comes from the evaluations passed
-    in, and the floors from the task's own calculator.
+    in, and the floors from the task's own calculator. ``layout`` (the task's declaration)
+    says how the table and figure render; a "sweep" also gets the per-length table.
     """
     threshold = exp.get("lock_in_threshold", 0.9)
     by_arm: dict[str, list[tuple[int, float]]] = defaultdict(list)
@@ -55,11 +56,12 @@ def experiment_stats(
                 "lock_in": compare_lock_in(a, b, threshold),
             }
         )
-    sweep = _sweep(exp, evals) if any("per_config" in e["scores"] for e in evals) else None
+    sweep = _sweep(exp, evals) if layout == "sweep" else None
     params = [v["n_parameters"] for v in arms.values()]
     states = sorted({v["state_size_per_layer"] for v in arms.values()})
     return {
         "experiment": name,
+        "layout": layout,
         "title": exp.get("title", name),
         "scale": scale,
         "task": exp["task"],
@@ -69,7 +71,7 @@ def experiment_stats(
         "lock_in_threshold": threshold,
         "state_sizes_per_layer": states,
         "parameters": {"min": min(params), "max": max(params)},
-        "floors": make_task(exp["task"]).floors(),
+        "floors": build_task(exp["task"]).floors(),
         "arms": arms,
         "contrasts": contrasts,
         **({"sweep": sweep} if sweep else {}),

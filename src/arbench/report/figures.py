@@ -70,6 +70,9 @@ def sweep_by_type(stats: dict[str, Any], outputs: list[str | Path]) -> None:
     _save(fig, outputs)
 
 
+FIGURES = {"bars": bars_with_seeds, "sweep": sweep_by_type}  # by the task's declared layout
+
+
 def _save(fig: Any, outputs: list[str | Path]) -> None:
     """Save to every path through a temp file, then close the figure."""
     for path in outputs:

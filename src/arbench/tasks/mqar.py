@@ -8,19 +8,29 @@ in the input, so neither teacher forcing nor elimination can leak them. Loss and
 accuracy are taken only at MASK positions. Choices the paper leaves open are
 recorded in docs/PROTOCOL.md.
 
-Targets use the project convention: ``targets[t]`` is the token the model must
-output at position ``t`` (-100 where nothing is supervised).
+Targets use the project convention (`arbench.tasks.base`): ``targets[t]`` is the token the
+model must output at position ``t`` (IGNORE where nothing is supervised). `MQARTask` is the
+adapter the workflow trains and evaluates through: a "stream" task whose batches are drawn on
+the fly, rendered as bars with contrasts.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-IGNORE = -100
+from arbench.tasks.base import (
+    IGNORE,
+    Batch,
+    Task,
+    load_eval_set,
+    register_task,
+    settings_of,
+)
 
 
 @dataclass(frozen=True)
@@ -67,7 +77,7 @@ class MQARConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> MQARConfig:
-        cfg = cls(**{k: v for k, v in d.items() if k != "name"})
+        cfg = settings_of(cls, d)
         cfg.validate()
         return cfg
 
@@ -75,17 +85,8 @@ class MQARConfig:
         return {"name": "mqar", **asdict(self)}
 
 
-@dataclass
-class Batch:
-    """Token ids and aligned targets, both (n, L) int64."""
-
-    tokens: np.ndarray
-    targets: np.ndarray
-    meta: dict[str, Any] = field(default_factory=dict)
-
-
 def generate(cfg: MQARConfig, n: int, rng: np.random.Generator) -> Batch:
-    """Draw ``n`` independent MQAR sequences from ``rng`` (vectorised over sequences)."""
+    """Draw ``n`` independent MQAR sequences from ``rng`` (vectorised over sequences; int64)."""
     K, L = cfg.pairs, cfg.length
     keys = np.argsort(rng.random((n, cfg.n_keys)), axis=1)[:, :K]
     values = cfg.n_keys + rng.integers(0, cfg.n_values, size=(n, K))
@@ -214,3 +215,50 @@ def floors(cfg: MQARConfig) -> dict[str, float]:
         "rebinding_control": 1.0 / K,
         "best_no_binding": _expected_max_count(K, cfg.n_values) / K,
     }
+
+
+# --------------------------------------------------------------------------- adapter
+
+
+@register_task
+class MQARTask(Task):
+    """Training and evaluation adapter: batches are pure functions of (seed, step); evaluation
+    reads the held-out set the workflow wrote (``eval.npz`` in the data folder)."""
+
+    name = "mqar"
+    data = "stream"
+    layout = "bars"
+
+    def __init__(self, cfg: MQARConfig, data_dir: str | Path | None = None) -> None:
+        self.cfg = cfg
+        self.data_dir = None if data_dir is None else Path(data_dir)
+
+    @classmethod
+    def from_settings(
+        cls, settings: dict[str, Any], data_dir: str | Path | None = None
+    ) -> MQARTask:
+        return cls(MQARConfig.from_dict(settings), data_dir)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.cfg.vocab_size
+
+    def train_batch(self, seed: int, step: int, batch: int) -> Batch:
+        return generate(self.cfg, batch, stream_rng(seed, step))
+
+    def eval_set(self, n: int) -> Batch:
+        return heldout(self.cfg, n)
+
+    def oracle(self, batch: Batch) -> list[str]:
+        return oracle_check(batch.tokens, batch.targets, self.cfg)
+
+    def floors(self) -> dict[str, float]:
+        return floors(self.cfg)
+
+    def evaluate(self, model: Any, examples: int | None = None) -> dict[str, Any]:
+        """Held-out accuracy on the stored evaluation set (all of it; ``examples`` is the count
+        the set was written with)."""
+        from arbench.evaluate.recall import accuracy
+
+        held_out = load_eval_set(self.data_dir)
+        return accuracy(model, held_out.tokens, held_out.targets)

@@ -21,8 +21,9 @@ import torch
 import torch.nn.functional as F
 
 import arbench
-from arbench.io import atomic_write_bytes, atomic_write_json
+from arbench.io import atomic_write_bytes
 from arbench.models import LanguageModel, ModelConfig, build_model
+from arbench.tasks.base import IGNORE, Task
 from arbench.train.schedule import lr_at
 
 
@@ -70,7 +71,7 @@ def masked_loss(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Cross-entropy and correct-count at supervised positions only."""
     h, _ = model.hidden(tokens)
-    sel = targets != -100
+    sel = targets != IGNORE
     logits = model.logits(h[sel])
     gold = targets[sel]
     loss = F.cross_entropy(logits, gold)
@@ -97,7 +98,7 @@ def _save_checkpoint(path: Path, model, opt, step: int, metrics: list[str]) -> N
 
 
 def train(
-    task,
+    task: Task,
     model_cfg: ModelConfig,
     cfg: TrainConfig,
     seed: int,
@@ -140,7 +141,7 @@ def train(
             )
             for g in opt.param_groups:
                 g["lr"] = lr
-            tokens, targets = (t.to(device) for t in task.train_batch(seed, step, cfg.batch))
+            tokens, targets = task.train_batch(seed, step, cfg.batch).tensors(device)
             loss, acc = masked_loss(model, tokens, targets)
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -189,7 +190,3 @@ def load_trained(run_dir: str | Path, model_cfg: ModelConfig) -> LanguageModel:
     model.load_state_dict(weights)
     model.eval()
     return model
-
-
-def write_final(path: str | Path, payload: dict[str, Any]) -> None:
-    atomic_write_json(path, payload)

@@ -1,0 +1,151 @@
+"""The run layer: everything a job does, so each Snakemake script is a few lines of glue.
+
+* `train_run` trains (or resumes) one (experiment, arm, seed) run and writes its record,
+  ``final.json``, which holds the model's exact shape;
+* `evaluate_run` rebuilds the model from that record and scores it with its task;
+* `write_eval_set` / `validate_stream` write and check a stream task's held-out data;
+* `write_release_split` / `validate_release` write and check a release task's file set.
+
+Every output goes through a temporary file and a rename (`arbench.io`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from arbench.io import atomic_write_json, read_json
+from arbench.models import ModelConfig
+from arbench.runtime import Log
+from arbench.tasks import build_task, task_class
+from arbench.tasks.base import Batch, load_eval_set, save_eval_set
+from arbench.train.loop import TrainConfig, load_trained, train
+
+FINAL = "final.json"
+
+
+class DataRejected(RuntimeError):
+    """The oracle found problems in data that a run would have trained or been scored on."""
+
+
+def _quiet(_: str) -> None:
+    return None
+
+
+def train_run(
+    task: dict[str, Any],
+    model: dict[str, Any],
+    training: dict[str, Any],
+    seed: int,
+    run_dir: str | Path,
+    *,
+    data_dir: str | Path | None = None,
+    threads: int = 1,
+    record: dict[str, Any] | None = None,
+    log: Log = _quiet,
+) -> dict[str, Any]:
+    """Train one run in ``run_dir`` (resuming from its checkpoint) and write ``final.json``.
+
+    ``task`` and ``training`` are the experiment's task and train blocks, ``model`` the arm's
+    model settings (`arbench.config.model_settings`); ``record`` adds fields to the record
+    (experiment, arm, scale). Returns the record.
+    """
+    adapter = build_task(task, data_dir)
+    model_cfg = ModelConfig(vocab_size=adapter.vocab_size, **model)
+    payload = train(
+        adapter,
+        model_cfg,
+        TrainConfig.from_dict(training),
+        seed,
+        run_dir,
+        threads=threads,
+        progress=log,
+    )
+    payload.update(record or {})
+    payload["task"] = task
+    atomic_write_json(Path(run_dir) / FINAL, payload)
+    log(f"done in {payload['wall_time_s']:.1f}s: {payload['scores']}")
+    return payload
+
+
+def evaluate_run(
+    run_dir: str | Path,
+    task: dict[str, Any],
+    *,
+    data_dir: str | Path | None = None,
+    examples: int | None = None,
+    options: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Score a finished run with its task's evaluator. The model's shape comes from the run's
+    own record, never from the config, so it is the model that was trained."""
+    final = read_json(Path(run_dir) / FINAL)
+    model = load_trained(run_dir, ModelConfig(**final["model"]))
+    scores = build_task(task, data_dir).evaluate(model, examples=examples, **(options or {}))
+    return {
+        "scores": scores,
+        "n_parameters": final["n_parameters"],
+        "state_size_per_layer": final["state_size_per_layer"],
+        "train_wall_time_s": final["wall_time_s"],
+    }
+
+
+def write_eval_set(task: dict[str, Any], examples: int, out: str | Path) -> Batch:
+    """Write a stream task's held-out set (int16, compressed) and return it."""
+    held_out = build_task(task).eval_set(examples)
+    save_eval_set(held_out, out)
+    return held_out
+
+
+def validate_stream(
+    task: dict[str, Any], data_dir: str | Path, seeds: int, batch: int, log: Log = _quiet
+) -> dict[str, Any]:
+    """The oracle over a stream task's held-out set and over the first batch of every seed's
+    training stream; raises DataRejected (the report in its message) on any problem."""
+    adapter = build_task(task)
+    held_out = load_eval_set(data_dir)
+    problems = adapter.oracle(held_out)
+    report: dict[str, Any] = {
+        "eval_set": {"sequences": len(held_out), "problems": problems[:20]},
+        "train_stream": {},
+    }
+    for seed in range(seeds):
+        found = adapter.oracle(adapter.train_batch(seed, 0, batch))
+        report["train_stream"][f"seed{seed}"] = {"sequences": batch, "problems": found[:20]}
+        problems += found
+    report["valid"] = not problems
+    if problems:
+        raise DataRejected(f"oracle rejected the data: {problems[:5]}")
+    log("oracle: every target re-derived from the token stream")
+    return report
+
+
+def write_release_split(
+    task: str,
+    settings: dict[str, Any],
+    subset: str,
+    split: str,
+    out_dir: str | Path,
+    log: Log = _quiet,
+) -> dict[str, Any]:
+    """Write one (subset, split) of a release with its task's writer."""
+    release = task_class(task).release
+    if release is None:
+        raise ValueError(f"task {task!r} has no release")
+    return release.write_split(Path(out_dir), subset, split, settings, progress=log)
+
+
+def validate_release(
+    task: str, settings: dict[str, Any], out_dir: str | Path, log: Log = _quiet
+) -> dict[str, Any]:
+    """Run a release's oracle over every file; raises DataRejected when any check fails."""
+    release = task_class(task).release
+    if release is None:
+        raise ValueError(f"task {task!r} has no release")
+    report = release.validate(Path(out_dir), settings, progress=log)
+    summary = {k: report[k] for k in ("ok", "examples_checked", "failed_examples") if k in report}
+    log(json.dumps(summary))
+    if not report["ok"]:
+        log(json.dumps(report, indent=1))
+        raise DataRejected(f"the {task} oracle found failures: {json.dumps(summary)}")
+    return report

@@ -1,0 +1,190 @@
+"""What every task shares: the label convention, the batch type, and the task contract.
+
+A task is one module (or package) holding its generator, an independent oracle, a floor
+calculator and an adapter class that subclasses `Task` and registers a name. The adapter's
+class attributes are its declaration to the workflow, so rules never branch on a task name:
+
+* `data`: "stream" (batches drawn on the fly from (seed, step); the workflow writes a held-out
+  set and the oracle validates it and a sample of every seed's training stream) or "release"
+  (a published file set that the task's `release` writes split by split and validates; the
+  experiment block names the release and takes its data settings from it).
+* `layout`: how its results render, "bars" (one bar per arm, single-knob contrasts) or
+  "sweep" (accuracy per arm, evaluation length and answer type).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import io
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Literal, Protocol
+
+import numpy as np
+import torch
+
+IGNORE = -100  # target of every position the loss and the accuracy skip
+
+DataKind = Literal["stream", "release"]
+Layout = Literal["bars", "sweep"]
+Progress = Any  # a callable taking one string, or None
+
+
+@dataclass
+class Batch:
+    """Token ids and aligned targets, both (n, L): ``targets[t]`` is what the model must emit
+    at position t (IGNORE where nothing is supervised). ``lengths`` gives each row's true
+    length when rows are right-padded."""
+
+    tokens: np.ndarray
+    targets: np.ndarray
+    lengths: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def tensors(self, device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+        """(tokens, targets) as int64 tensors on ``device``."""
+        return tuple(  # type: ignore[return-value]
+            torch.from_numpy(np.asarray(a, dtype=np.int64)).to(device)
+            for a in (self.tokens, self.targets)
+        )
+
+
+EVAL_FILE = "eval.npz"  # a stream task's held-out set, inside its data folder
+
+
+def save_eval_set(batch: Batch, path: str | Path) -> None:
+    """Store a held-out set compressed, as int16 (every vocabulary here fits), atomically."""
+    from arbench.io import atomic_write_bytes
+
+    buf = io.BytesIO()
+    np.savez_compressed(
+        buf, tokens=batch.tokens.astype(np.int16), targets=batch.targets.astype(np.int16)
+    )
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def load_eval_set(data_dir: str | Path | None) -> Batch:
+    """The held-out set a stream task's data folder holds, widened to int64."""
+    if data_dir is None:
+        raise ValueError("evaluation needs the data folder that holds the held-out set")
+    arrays = np.load(Path(data_dir) / EVAL_FILE)
+    return Batch(arrays["tokens"].astype(np.int64), arrays["targets"].astype(np.int64))
+
+
+class Release(Protocol):
+    """How a release-data task writes and checks its file set (see `Task.data`).
+
+    `write_split` writes one (subset, split) under ``out_dir`` and writes
+    ``stats/{subset}/{split}.json`` last, as the split's completion marker; `validate` runs the
+    task's independent oracle over everything in ``out_dir`` and returns a report whose "ok"
+    says whether training may use it.
+    """
+
+    schema: dict[str, Any]  # JSON schema of the release's config block (besides `task`)
+
+    def splits(self, settings: dict[str, Any]) -> list[tuple[str, str]]: ...
+
+    def runtime_minutes(self, settings: dict[str, Any], subset: str, split: str) -> int: ...
+
+    def write_split(
+        self,
+        out_dir: Path,
+        subset: str,
+        split: str,
+        settings: dict[str, Any],
+        progress: Progress = None,
+    ) -> dict[str, Any]: ...
+
+    def validate(
+        self, out_dir: Path, settings: dict[str, Any], progress: Progress = None
+    ) -> dict[str, Any]: ...
+
+
+class Task:
+    """The contract a task's adapter honours; subclasses register with `register_task`."""
+
+    name: ClassVar[str]
+    data: ClassVar[DataKind] = "stream"
+    layout: ClassVar[Layout] = "bars"
+    release: ClassVar[Release | None] = None  # the writer/validator of a "release" task
+    release_keys: ClassVar[tuple[str, ...]] = ()  # settings it takes from its release block
+
+    @classmethod
+    def from_settings(cls, settings: dict[str, Any], data_dir: str | Path | None = None) -> Task:
+        """Build the adapter from its config block (``name`` included) and, for tasks that
+        read files, the folder holding its validated data."""
+        raise NotImplementedError
+
+    @property
+    def vocab_size(self) -> int:
+        raise NotImplementedError
+
+    def train_batch(self, seed: int, step: int, batch: int) -> Batch:
+        """Training batch ``step`` of run ``seed``: a pure function of its arguments, so a
+        resumed run needs no random state."""
+        raise NotImplementedError
+
+    def evaluate(self, model: Any, examples: int | None = None, **options: Any) -> dict[str, Any]:
+        """Scores of a trained model on the held-out data; "accuracy" is the headline."""
+        raise NotImplementedError
+
+    def floors(self) -> dict[str, float]:
+        """Chance levels computed from the settings, never typed in."""
+        raise NotImplementedError
+
+    # stream tasks only
+    def eval_set(self, n: int) -> Batch:
+        """The held-out evaluation set: ``n`` sequences from a seed range training never uses."""
+        raise NotImplementedError
+
+    def oracle(self, batch: Batch) -> list[str]:
+        """Problems the independent oracle finds in ``batch`` (empty when every target holds)."""
+        raise NotImplementedError
+
+    @classmethod
+    def eval_option_names(cls) -> set[str]:
+        """Keyword options `evaluate` takes (an arm sets them as ``eval_<name>``)."""
+        params = inspect.signature(cls.evaluate).parameters.values()
+        skip = {"self", "model", "examples"}
+        return {
+            p.name
+            for p in params
+            if p.name not in skip and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        }
+
+
+def settings_of(cls: type, block: dict[str, Any], where: str = "task") -> Any:
+    """Construct dataclass ``cls`` from ``block`` (its ``name`` dropped); unknown keys are a
+    ValueError that names them and lists the known ones."""
+    known = {f.name for f in dataclasses.fields(cls)}
+    given = {k: v for k, v in block.items() if k != "name"}
+    unknown = sorted(set(given) - known)
+    if unknown:
+        raise ValueError(f"{where}: unknown key {unknown[0]!r}; known: {sorted(known)}")
+    return cls(**given)
+
+
+TASKS: dict[str, type[Task]] = {}
+
+
+def register_task(cls: type[Task]) -> type[Task]:
+    """Class decorator: make a task constructible by its ``name`` through `build_task`."""
+    if cls.name in TASKS:
+        raise ValueError(f"task {cls.name!r} registered twice")
+    TASKS[cls.name] = cls
+    return cls
+
+
+def task_class(name: str) -> type[Task]:
+    """The registered adapter class of task ``name``; unknown names list the known ones."""
+    if name not in TASKS:
+        raise KeyError(f"unknown task {name!r}; known: {sorted(TASKS)}")
+    return TASKS[name]
+
+
+def build_task(settings: dict[str, Any], data_dir: str | Path | None = None) -> Task:
+    """The task named by ``settings["name"]``, built from its (resolved) config block."""
+    return task_class(settings.get("name", "")).from_settings(settings, data_dir)

@@ -1,0 +1,194 @@
+"""The passkey_swar task adapter: training and evaluation on the released dataset.
+
+A "release" task: the workflow writes the release (`release.PasskeySwarRelease`) and validates
+it with the independent oracle before any run trains; the experiment block names the release
+and takes its generation params and train/eval configs from it.
+
+Reads the released parquet layout (``data/n{N}/{split}-*.parquet``), turns the card's HF labels
+(``labels[t]`` = token at t) into this project's targets (``targets[t]`` = what the model must
+emit at t, i.e. ``labels[t + 1]``) and reports accuracy per answer type, with expired queries
+split into keys that were never written and stale keys (written, then idle past 2w writes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from arbench.tasks.base import IGNORE, Batch, Task, register_task, settings_of
+from arbench.tasks.passkey_swar.generator import Params, vocab
+from arbench.tasks.passkey_swar.release import PasskeySwarRelease
+
+TYPES = ("ar_valid", "ar_expired_never", "ar_expired_stale", "passkey")
+
+
+def _padded(column: Any, pad: int) -> tuple[np.ndarray, np.ndarray]:
+    """A list<int16> Arrow column as a right-padded (n, max_len) int16 array and lengths."""
+    col = column.combine_chunks()
+    offsets = col.offsets.to_numpy()
+    values = col.values.to_numpy().astype(np.int16)
+    lengths = np.diff(offsets)
+    out = np.full((len(lengths), int(lengths.max())), pad, dtype=np.int16)
+    idx = np.arange(len(values)) - np.repeat(offsets[:-1], lengths)
+    out[np.repeat(np.arange(len(lengths)), lengths), idx] = values
+    return out, lengths
+
+
+@cache
+def load_split(data_dir: str, N: int, split: str) -> Batch:
+    """Load (and cache) one config/split of the released dataset as a right-padded Batch.
+
+    Tokens are padded with PAD and targets with IGNORE, both int16 as in the release: the
+    paper-scale train configs hold ~190M positions, so int64 copies would take four times the
+    memory; batches are widened on the way out.
+    """
+    files = sorted((Path(data_dir) / "data" / f"n{N}").glob(f"{split}-*.parquet"))
+    if not files:
+        raise FileNotFoundError(f"no {split} shards for n{N} under {data_dir}/data")
+    table = pq.read_table(files, columns=["input_ids", "labels"])
+    pad = vocab()["PAD"]
+    tokens, lengths = _padded(table.column("input_ids"), pad)
+    labels, _ = _padded(table.column("labels"), IGNORE)
+    targets = np.full_like(labels, IGNORE)
+    targets[:, :-1] = labels[:, 1:]
+    return Batch(tokens=tokens, targets=targets, lengths=lengths)
+
+
+def answer_types(tokens: np.ndarray, targets: np.ndarray, w: int) -> np.ndarray:
+    """Per-position answer type code (index into TYPES, -1 unsupervised) from tokens alone.
+
+    A supervised position t holds the query key (``Q k a`` with k at t) or the token
+    before a passkey answer. Queries whose answer is NULL are split by whether their key
+    was ever written earlier in the sequence.
+    """
+    v = vocab()
+    out = np.full(targets.shape, -1, dtype=np.int8)
+    sup = targets != IGNORE
+    is_query_key = np.zeros_like(sup)
+    is_query_key[:, 1:] = tokens[:, :-1] == v["Q"]
+    is_query_key &= sup
+    out[sup & ~is_query_key] = TYPES.index("passkey")
+    valid = is_query_key & (targets != v["NULL"])
+    out[valid] = TYPES.index("ar_valid")
+    expired = is_query_key & (targets == v["NULL"])
+    # a key was written before position t iff its first "W key" comes earlier
+    is_write_key = np.zeros_like(sup)
+    is_write_key[:, 1:] = tokens[:, :-1] == v["W"]
+    wr, wt = np.nonzero(is_write_key)
+    first_write = np.full((len(tokens), len(v)), tokens.shape[1], dtype=np.int64)
+    np.minimum.at(first_write, (wr, tokens[wr, wt].astype(np.int64)), wt)
+    er, et = np.nonzero(expired)
+    written = first_write[er, tokens[er, et].astype(np.int64)] < et
+    out[er, et] = np.where(
+        written, TYPES.index("ar_expired_stale"), TYPES.index("ar_expired_never")
+    )
+    return out
+
+
+@dataclass
+class StudySettings:
+    """The task block: the release it reads (whose params and configs it takes), the split it
+    evaluates on, and the piece length of the streaming evaluator."""
+
+    release: str
+    train_configs: list[int]
+    eval_configs: list[int]
+    params: dict[str, Any] = field(default_factory=dict)
+    eval_split: str = "validation"
+    piece: int = 4096
+
+
+@register_task
+class PasskeySwarTask(Task):
+    """Batches from the released train configs; evaluation over every validation config."""
+
+    name = "passkey_swar"
+    data = "release"
+    layout = "sweep"
+    release = PasskeySwarRelease()
+    release_keys = ("params", "train_configs", "eval_configs")
+
+    def __init__(
+        self,
+        data_dir: str | Path | None,
+        train_configs: list[int],
+        eval_configs: list[int],
+        params: Params | None = None,
+        eval_split: str = "validation",
+        piece: int = 4096,
+    ) -> None:
+        self.data_dir = None if data_dir is None else str(data_dir)
+        self.train_configs = list(train_configs)
+        self.eval_configs = list(eval_configs)
+        self.params = params or Params()
+        self.eval_split = eval_split
+        self.piece = piece
+
+    @classmethod
+    def from_settings(
+        cls, settings: dict[str, Any], data_dir: str | Path | None = None
+    ) -> PasskeySwarTask:
+        s = settings_of(StudySettings, settings)
+        params = Params.from_dict(s.params)
+        return cls(data_dir, s.train_configs, s.eval_configs, params, s.eval_split, s.piece)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.params.vocab_size
+
+    def _split(self, N: int, split: str) -> Batch:
+        if self.data_dir is None:
+            raise ValueError("passkey_swar: training and evaluation need the release's folder")
+        return load_split(self.data_dir, N, split)
+
+    def train_batch(self, seed: int, step: int, batch: int) -> Batch:
+        """A batch from one train config, both drawn from (seed, step) alone."""
+        rng = np.random.default_rng(np.random.SeedSequence([0, seed, step]))
+        N = self.train_configs[int(rng.integers(len(self.train_configs)))]
+        split = self._split(N, "train")
+        rows = rng.integers(0, len(split.tokens), size=batch)
+        width = int(split.lengths[rows].max())
+        return Batch(split.tokens[rows, :width], split.targets[rows, :width])
+
+    def floors(self) -> dict[str, float]:
+        """Chance levels from the params: uniform answers, and always answering NULL."""
+        return {
+            "value_marginal": 1.0 / (self.params.n_values + 1),
+            "always_null": 1.0 - self.params.valid_frac,
+            "passkey_token": 1.0 / self.params.n_values,
+        }
+
+    def evaluate(
+        self, model: Any, examples: int | None = None, max_writes: int | None = None
+    ) -> dict[str, Any]:
+        """Streaming accuracy per eval config and answer type.
+
+        Reads the first ``examples`` of each eval split (all when None or larger than the
+        split) and skips configs with more than ``max_writes`` writes.
+        """
+        from arbench.evaluate.streaming import stream_predictions
+
+        per_config: dict[str, dict[str, Any]] = {}
+        for N in self.eval_configs:
+            if max_writes is not None and N > max_writes:
+                continue
+            split = self._split(N, self.eval_split)
+            n = min(len(split.tokens), examples or len(split.tokens))
+            tokens, targets = split.tokens[:n], split.targets[:n]
+            hits, seconds = stream_predictions(model, tokens, targets, self.piece)
+            kinds = answer_types(tokens, targets, self.params.w)
+            row: dict[str, Any] = {"examples": int(n), "seconds": seconds}
+            for i, name in enumerate(TYPES):
+                sel = kinds == i
+                row[name] = float(hits[sel].mean()) if sel.any() else None
+                row[f"{name}_n"] = int(sel.sum())
+            row["all"] = float(hits[kinds >= 0].mean())
+            per_config[f"n{N}"] = row
+        overall = [r["all"] for r in per_config.values()]
+        accuracy = float(np.mean(overall)) if overall else None
+        return {"accuracy": accuracy, "per_config": per_config}

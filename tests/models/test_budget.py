@@ -1,0 +1,35 @@
+"""Budget fitting: a cell shaped to a state and parameter budget; state matched across the zoo."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from arbench.cells import CELLS
+from arbench.models.budget import build_for_budget, fit
+
+
+@pytest.mark.parametrize("cell", sorted(CELLS))
+def test_every_cell_fits_the_factorial_budget(cell: str) -> None:
+    chosen = fit(cell, 130, state_per_layer=1024, parameters=29_282)
+    model = build_for_budget(cell, 130, state_per_layer=1024, parameters=29_282)
+    assert model.n_parameters() == chosen.model_parameters
+    if cell == "attention":
+        assert chosen.state_per_layer == 0  # a KV cache, no fixed state
+    else:
+        assert model.state_size_per_layer() == chosen.state_per_layer == 1024
+    logits, _ = model(torch.randint(0, 130, (2, 9)))
+    assert logits.shape == (2, 9, 130)
+
+
+def test_parameter_budget_picks_the_closest_shape() -> None:
+    small = fit("mamba2", 130, state_per_layer=1024, parameters=29_000)
+    large = fit("mamba2", 130, state_per_layer=1024, parameters=60_000)
+    assert small.model_parameters < large.model_parameters
+
+
+def test_impossible_budget_is_an_error() -> None:
+    with pytest.raises(ValueError, match="state elements"):
+        fit("delta_rule", 130, state_per_layer=1000)
+    with pytest.raises(KeyError, match="unknown cell"):
+        fit("lstm", 130)

@@ -1,0 +1,21 @@
+"""The cell-zoo table's context: every registered cell at the reference arm's budget."""
+
+from __future__ import annotations
+
+from arbench.cells import CELLS
+from arbench.report.cells_table import zoo_context
+
+TASK = {"name": "mqar", "pairs": 32, "n_keys": 64, "n_values": 64}
+MODEL = {"d_model": 32, "layers": 2, "mlp_ratio": 4, "cell": "delta_rule", "cell_options": {}}
+
+
+def test_every_cell_is_shaped_to_the_reference_state() -> None:
+    ctx = zoo_context(TASK, MODEL, "factorial/delta")
+    assert ctx["vocab_size"] == 130 and ctx["state_per_layer"] == 1024
+    assert ctx["backbone"] == {"d_model": 32, "layers": 2, "mlp_ratio": 4}
+    assert [r["cell"] for r in ctx["rows"]] == sorted(CELLS)
+    for row in ctx["rows"]:
+        assert row["state_per_layer"] == (0 if row["grows_with_length"] else 1024), row["cell"]
+        assert row["model_parameters"] > row["mixer_parameters"] > 0
+    smaller = zoo_context(TASK, {**MODEL, "cell_options": {"heads": 2}}, "x")
+    assert smaller["state_per_layer"] == 512

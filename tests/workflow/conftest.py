@@ -1,0 +1,71 @@
+"""Shared by the workflow tests: a copy of the workflow in a scratch folder, run once at
+smoke scale, and a Snakemake runner."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+SNAKEMAKE = str(BIN / "snakemake")
+COPY = [
+    "Snakefile",
+    "config.yaml",
+    "rules",
+    "scripts",
+    "schemas",
+    "profiles",
+    "envs",
+    "src",
+    "docs",
+]
+
+
+def run_snakemake(*args: str, cwd: Path = ROOT, timeout: int = 900) -> subprocess.CompletedProcess:
+    """Run this environment's snakemake with ``args`` in ``cwd``."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.run(
+        [SNAKEMAKE, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env
+    )
+
+
+SMOKE = "results/smoke"  # where a --config scale=smoke run writes
+
+
+def copy_workflow(dest: Path) -> Path:
+    """The files a run needs, copied to ``dest`` (no results, no .snakemake)."""
+    for name in COPY:
+        src = ROOT / name
+        ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
+        if src.is_dir():
+            shutil.copytree(src, dest / name, ignore=ignore)
+        else:
+            shutil.copy2(src, dest / name)
+    return dest
+
+
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished smoke-scale run of the whole DAG (its folder)."""
+    work = copy_workflow(tmp_path_factory.mktemp("pipeline"))
+    proc = run_snakemake("--cores", "2", "--config", "scale=smoke", cwd=work)
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    return work
+
+
+@pytest.fixture(scope="session")
+def sm():
+    """`run_snakemake`, for tests: sm(*args, cwd=..., timeout=...)."""
+    return run_snakemake
+
+
+@pytest.fixture(scope="session")
+def workflow_copy():
+    """`copy_workflow`, for tests: workflow_copy(dest) -> dest."""
+    return copy_workflow

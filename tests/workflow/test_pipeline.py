@@ -1,0 +1,99 @@
+"""The DAG end to end: paper-scale dry run, smoke-scale real run, report, profiles, lints."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+SMOKE = "results/smoke"
+
+
+def test_paper_dry_run_plans_every_training_job(sm) -> None:
+    # --forceall: plan every job even where a working checkout already holds some outputs
+    proc = sm("-n", "--forceall", "--cores", "8", "results/tables/factorial.tex")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    counts = dict(re.findall(r"^(\w+)\s+(\d+)$", proc.stdout, flags=re.M))
+    assert int(counts["train"]) >= 80
+    assert int(counts["evaluate"]) == int(counts["train"])
+
+
+def test_bad_config_fails_before_any_job(sm) -> None:
+    proc = sm("-n", "--cores", "1", "--config", "scale=huge")
+    assert proc.returncode != 0
+    assert "scale" in proc.stderr + proc.stdout
+
+
+def test_smoke_pipeline_builds_table_and_figure(smoke_run: Path) -> None:
+    tex = (smoke_run / SMOKE / "tables/factorial.tex").read_text()
+    stats = json.loads((smoke_run / SMOKE / "stats/factorial.json").read_text())
+    assert len(stats["arms"]) == 8
+    for arm, s in stats["arms"].items():
+        assert f"\\texttt{{{arm.replace('_', chr(92) + '_')}}}" in tex
+        assert s["n"] == 1 and 0.0 <= s["mean"] <= 1.0
+    assert stats["state_sizes_per_layer"] == [1024]  # matched state across every arm
+    assert "scale \\texttt{smoke}" in tex and "$K=32$" in tex
+    assert len(stats["contrasts"]) == 8
+    for ext in ("pdf", "png"):
+        assert (smoke_run / SMOKE / f"figures/factorial.{ext}").stat().st_size > 1000
+    oracle = json.loads((smoke_run / SMOKE / "datasets/factorial/oracle.json").read_text())
+    assert oracle["valid"] is True
+    final = json.loads(
+        (smoke_run / SMOKE / "runs/factorial/delta_conv/seed0/final.json").read_text()
+    )
+    assert final["threads"] == 1 and final["versions"]["torch"].startswith("2.13")
+
+
+def test_smoke_pipeline_builds_the_other_artifacts(smoke_run: Path) -> None:
+    cells = (smoke_run / SMOKE / "tables/cells.tex").read_text()
+    assert "\\texttt{delta\\_rule}" in cells and "\\texttt{mamba2}" in cells
+    sweep = json.loads((smoke_run / SMOKE / "stats/passkey_swar.json").read_text())
+    assert set(sweep["sweep"]["arms"]) == {
+        "single_scalar_decay",
+        "multihead_decay",
+        "gated_deltanet",
+        "attention_2layer",
+    }
+    assert "ar_expired_stale" in sweep["sweep"]["types"]
+    report = json.loads(
+        (smoke_run / SMOKE / "datasets/passkey_swar/oracle_report.json").read_text()
+    )
+    assert report["failed_examples"] == 0
+    assert (smoke_run / SMOKE / "tables/passkey_swar.tex").stat().st_size > 500
+    assert (smoke_run / SMOKE / "figures/passkey_swar.png").stat().st_size > 1000
+
+
+def test_lints_are_clean(sm) -> None:
+    lint = sm("--lint")
+    assert "lints for" not in (lint.stdout + lint.stderr).lower(), lint.stdout[-3000:]
+    fmt = subprocess.run(
+        [str(BIN / "snakefmt"), "--check", "."], cwd=ROOT, capture_output=True, text=True
+    )
+    assert fmt.returncode == 0, fmt.stderr[-3000:]
+    ruff = subprocess.run(
+        [str(BIN / "ruff"), "check", "src", "tests", "scripts", "benchmarks"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert ruff.returncode == 0, ruff.stdout[-3000:]
+
+
+def test_report_collects_flagged_tables_and_figures(smoke_run: Path, sm) -> None:
+    proc = sm("--report", "report.html", "--config", "scale=smoke", cwd=smoke_run)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    html = (smoke_run / "report.html").read_text(errors="replace")
+    for name in ("factorial.tex", "factorial.png", "passkey_swar.tex", "cells.tex", "cells.json"):
+        assert name in html, name
+
+
+def test_slurm_profile_plans_the_paper_dag(sm) -> None:
+    proc = sm("-n", "--forceall", "--profile", "profiles/slurm", "results/tables/factorial.tex")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    counts = dict(re.findall(r"^(\w+)\s+(\d+)$", proc.stdout, flags=re.M))
+    assert int(counts["train"]) >= 80
+    assert re.search(r"resources: .*gpu=1", proc.stdout), "paper-scale training asks for a GPU"
