@@ -40,6 +40,7 @@ SMOKE = "results/smoke"  # where a --config scale=smoke run writes
 
 def copy_workflow(dest: Path) -> Path:
     """The files a run needs, copied to ``dest`` (no results, no .snakemake)."""
+    dest.mkdir(parents=True, exist_ok=True)
     for name in COPY:
         src = ROOT / name
         ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")

@@ -73,6 +73,7 @@ def experiment_stats(
         "parameters": {"min": min(params), "max": max(params)},
         "floors": build_task(exp["task"]).floors(),
         "arms": arms,
+        "knobs": list(dict.fromkeys(k for spec in exp["arms"].values() for k in spec)),
         "contrasts": contrasts,
         **({"sweep": sweep} if sweep else {}),
     }

@@ -132,7 +132,9 @@ class Task:
         raise NotImplementedError
 
     def floors(self) -> dict[str, float]:
-        """Chance levels computed from the settings, never typed in."""
+        """Chance levels computed from the settings, never typed in. A "bars" task gives at
+        least ``value_marginal`` (a uniformly guessed answer) and ``best_no_binding`` (the best
+        strategy that never binds), which its table and figure show."""
         raise NotImplementedError
 
     # stream tasks only
