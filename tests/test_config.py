@@ -54,6 +54,12 @@ def test_scales_shrink_the_protocol() -> None:
             "takes no evaluation option 'max_write'",
         ),
         (lambda c: c["zoo"]["reference"].update(arm="ghost"), "zoo.reference.arm"),
+        (
+            lambda c: c["experiments"]["factorial"]["arms"]["delta"].update(
+                cell="bidirectional", inner="lstm"
+            ),
+            "arms.delta: unknown cell 'lstm'",
+        ),
         (lambda c: c["bench"]["stream"].update(experiment="nope"), "bench.stream.experiment"),
         (
             lambda c: (

@@ -150,7 +150,10 @@ def _check_arm(where: str, exp: dict[str, Any], arm: str) -> None:
     if cell not in CELLS:
         raise ConfigError(f"{here}.cell: {cell!r} not one of {sorted(CELLS)}")
     options = {**exp["model"].get("cell_options", {}), **cell_options_of(spec)}
-    accepted = CELLS[cell].option_names(options)
+    try:
+        accepted = CELLS[cell].option_names(options)
+    except KeyError as e:  # a wrapper naming an unknown inner cell
+        raise ConfigError(f"{here}: {e.args[0]}") from None
     for key in options:
         if key not in accepted:
             origin = here if key in spec else f"{where}.model.cell_options"

@@ -19,7 +19,7 @@ from arbench.io import atomic_write_json, read_json
 from arbench.models import ModelConfig
 from arbench.runtime import Log
 from arbench.tasks import build_task, task_class
-from arbench.tasks.base import Batch, load_eval_set, save_eval_set
+from arbench.tasks.base import Batch, Release, load_eval_set, save_eval_set
 from arbench.train.loop import TrainConfig, load_trained, train
 
 FINAL = "final.json"
@@ -120,6 +120,13 @@ def validate_stream(
     return report
 
 
+def _release(task: str) -> Release:
+    release = task_class(task).release
+    if release is None:
+        raise ValueError(f"task {task!r} has no release")
+    return release
+
+
 def write_release_split(
     task: str,
     settings: dict[str, Any],
@@ -129,20 +136,14 @@ def write_release_split(
     log: Log = _quiet,
 ) -> dict[str, Any]:
     """Write one (subset, split) of a release with its task's writer."""
-    release = task_class(task).release
-    if release is None:
-        raise ValueError(f"task {task!r} has no release")
-    return release.write_split(Path(out_dir), subset, split, settings, progress=log)
+    return _release(task).write_split(Path(out_dir), subset, split, settings, progress=log)
 
 
 def validate_release(
     task: str, settings: dict[str, Any], out_dir: str | Path, log: Log = _quiet
 ) -> dict[str, Any]:
     """Run a release's oracle over every file; raises DataRejected when any check fails."""
-    release = task_class(task).release
-    if release is None:
-        raise ValueError(f"task {task!r} has no release")
-    report = release.validate(Path(out_dir), settings, progress=log)
+    report = _release(task).validate(Path(out_dir), settings, progress=log)
     summary = {k: report[k] for k in ("ok", "examples_checked", "failed_examples") if k in report}
     log(json.dumps(summary))
     if not report["ok"]:

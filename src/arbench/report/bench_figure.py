@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from arbench.report.figures import _save, plt
+from arbench.report.figures import plt, save_figure
 
 GOAL_RATIO = 10.0  # issue 3: chunked >= 10x recurrent at T = 1024
 
@@ -91,4 +91,4 @@ def bench_figure(result: dict[str, Any], outputs: list[str | Path]) -> None:
         fontsize=8,
     )
     fig.tight_layout()
-    _save(fig, outputs)
+    save_figure(fig, outputs)

@@ -40,7 +40,7 @@ def bars_with_seeds(stats: dict[str, Any], outputs: list[str | Path]) -> None:
     )
     ax.legend(fontsize=6, loc="upper right")
     fig.tight_layout()
-    _save(fig, outputs)
+    save_figure(fig, outputs)
 
 
 def sweep_by_type(stats: dict[str, Any], outputs: list[str | Path]) -> None:
@@ -67,13 +67,13 @@ def sweep_by_type(stats: dict[str, Any], outputs: list[str | Path]) -> None:
     np.atleast_1d(axes)[-1].legend(fontsize=6)
     fig.suptitle(f"{stats['title']} (scale={stats['scale']})", fontsize=8)
     fig.tight_layout()
-    _save(fig, outputs)
+    save_figure(fig, outputs)
 
 
 FIGURES = {"bars": bars_with_seeds, "sweep": sweep_by_type}  # by the task's declared layout
 
 
-def _save(fig: Any, outputs: list[str | Path]) -> None:
+def save_figure(fig: Any, outputs: list[str | Path]) -> None:
     """Save to every path through a temp file, then close the figure."""
     for path in outputs:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
