@@ -65,6 +65,23 @@ def run_and_grad():
 
 
 @pytest.fixture
+def delta_family_forms_agree(assert_close) -> Callable[..., None]:
+    """check(recurrent, chunked, decay, dtype, tol, chunk): the two forms of a delta-rule-family
+    kernel agree, outputs and every input's gradient, on `_delta_inputs` (T = 50)."""
+
+    def check(recurrent, chunked, decay: bool, dtype: torch.dtype, tol: float, chunk: int):
+        inputs = _delta_inputs(dtype)
+        if not decay:
+            inputs["log_alpha"] = None
+        inputs = {n: x for n, x in inputs.items() if x is not None}
+        ref = _run_and_grad(recurrent, inputs)
+        got = _run_and_grad(lambda **kw: chunked(**kw, chunk_size=chunk), inputs)
+        assert_close(got, ref, tol)
+
+    return check
+
+
+@pytest.fixture
 def outputs_and_grads():
     return _outputs_and_grads
 

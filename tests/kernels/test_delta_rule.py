@@ -15,15 +15,11 @@ CHUNK = 16  # the inputs' T = 50 is deliberately not a multiple of it
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("decay", [False, True])
 def test_kernel_chunked_matches_recurrent(
-    decay: bool, dtype: torch.dtype, delta_inputs, run_and_grad, assert_close
+    decay: bool, dtype: torch.dtype, delta_family_forms_agree
 ) -> None:
-    inputs = delta_inputs(dtype)
-    if not decay:
-        inputs["log_alpha"] = None
-    inputs = {n: x for n, x in inputs.items() if x is not None}
-    ref = run_and_grad(delta_rule_recurrent, inputs)
-    got = run_and_grad(lambda **kw: delta_rule_chunked(**kw, chunk_size=CHUNK), inputs)
-    assert_close(got, ref, TOL[dtype])
+    delta_family_forms_agree(
+        delta_rule_recurrent, delta_rule_chunked, decay, dtype, TOL[dtype], CHUNK
+    )
 
 
 def test_delta_rule_matches_explicit_formula(delta_inputs, rel_err) -> None:

@@ -16,15 +16,9 @@ CHUNK = 16  # the inputs' T = 50 is deliberately not a multiple of it
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("decay", [False, True])
 def test_kernel_chunked_matches_recurrent(
-    decay: bool, dtype: torch.dtype, delta_inputs, run_and_grad, assert_close
+    decay: bool, dtype: torch.dtype, delta_family_forms_agree
 ) -> None:
-    inputs = delta_inputs(dtype)
-    if not decay:
-        inputs["log_alpha"] = None
-    inputs = {n: x for n, x in inputs.items() if x is not None}
-    ref = run_and_grad(diagonal_recurrent, inputs)
-    got = run_and_grad(lambda **kw: diagonal_chunked(**kw, chunk_size=CHUNK), inputs)
-    assert_close(got, ref, TOL[dtype])
+    delta_family_forms_agree(diagonal_recurrent, diagonal_chunked, decay, dtype, TOL[dtype], CHUNK)
 
 
 def test_diagonal_clamped_decay_is_finite_and_consistent(
