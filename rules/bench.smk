@@ -19,7 +19,11 @@ rule bench_throughput:
         runtime=30,
     params:
         reference=PLAN.reference(CFG["zoo"]["reference"]),
-        settings={k: v for k, v in CFG["bench"].items() if k not in ("stream", "piece")},
+        settings={
+            k: CFG["bench"][k]
+            for k in ("T", "B", "repeats", "max_recurrent_seconds")
+            if k in CFG["bench"]
+        },
     script:
         "../scripts/bench_throughput.py"
 

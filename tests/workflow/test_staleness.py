@@ -69,3 +69,12 @@ def test_one_arm_setting_plans_that_arm_and_its_dependents(sm, finished: Path) -
         "all": 1,
     }, planned
     assert _planned_runs(sm, finished) == {("factorial", "diagonal")}
+
+
+def test_a_new_stream_length_plans_no_throughput_timing(sm, finished: Path) -> None:
+    _edit(
+        finished,
+        lambda cfg: cfg["scales"]["smoke"]["set"].update({"bench.stream_tokens": [10000, 20000]}),
+    )
+    planned = _planned(sm, finished)
+    assert planned == {"bench_stream": 1, "bench_cells": 1, "all": 1}, planned
