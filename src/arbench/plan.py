@@ -11,6 +11,7 @@ from typing import Any
 
 from arbench.config import eval_options, model_settings
 from arbench.tasks import Task, task_class
+from arbench.tasks.base import Release
 
 PAPER = "paper"
 
@@ -70,12 +71,15 @@ class Plan:
             return [self.gate(experiment)]
         return [f"{self.data_dir(experiment)}/eval.npz"]
 
-    def release_task(self, release: str) -> type[Task]:
-        return task_class(self.releases[release]["task"])
+    def _release(self, release: str) -> tuple[Release, dict[str, Any]]:
+        """A release's writer/validator (its task's `Release`) and its config block."""
+        settings = self.releases[release]
+        return task_class(settings["task"]).release, settings
 
     def release_splits(self, release: str) -> list[tuple[str, str]]:
         """(subset, split) of every split of a release."""
-        return self.release_task(release).release.splits(self.releases[release])
+        writer, settings = self._release(release)
+        return writer.splits(settings)
 
     def release_sidecars(self, release: str) -> list[str]:
         """Each split's completion marker: written last by its generation job."""
@@ -83,17 +87,16 @@ class Plan:
         return [f"{root}/stats/{sub}/{split}.json" for sub, split in self.release_splits(release)]
 
     def release_split_settings(self, release: str, subset: str, split: str) -> dict[str, Any]:
-        return self.release_task(release).release.split_settings(
-            self.releases[release], subset, split
-        )
+        writer, settings = self._release(release)
+        return writer.split_settings(settings, subset, split)
 
     def release_validate_settings(self, release: str) -> dict[str, Any]:
-        return self.release_task(release).release.validate_settings(self.releases[release])
+        writer, settings = self._release(release)
+        return writer.validate_settings(settings)
 
     def release_runtime(self, release: str, subset: str, split: str) -> int:
-        return self.release_task(release).release.runtime_minutes(
-            self.releases[release], subset, split
-        )
+        writer, settings = self._release(release)
+        return writer.runtime_minutes(settings, subset, split)
 
     # ------------------------------------------------------------------ runs
 
@@ -138,8 +141,8 @@ class Plan:
     def targets(self) -> list[str]:
         """Everything `rule all` builds: every experiment's table and figure, the cell table
         and the benchmark."""
-        out = [f"{self.root}/tables/cells.tex", f"{self.root}/bench/cells.json"]
-        out.append(f"{self.root}/bench/cells.png")
+        out = [f"{self.root}/tables/cells.tex"]
+        out += [f"{self.root}/bench/cells.{ext}" for ext in ("json", "png")]
         for name in self.experiments:
             out += [f"{self.root}/tables/{name}.tex"]
             out += [f"{self.root}/figures/{name}.{ext}" for ext in ("pdf", "png")]
