@@ -24,6 +24,12 @@ def test_bars_table_rows_contrasts_and_source(bars_experiment, bars_evals) -> No
     assert rf"\texttt{{armed}} & delta\_rule & yes & {accuracy} & 5 & 4/5" in tex
     assert r"convolution & rank-1 & \texttt{armed} & \texttt{plain}" in tex
     assert "$^\\dagger$" not in tex  # exact p-values carry no Monte-Carlo mark
+    for name, value in stats["floors"].items():  # every floor the task computes, named
+        assert f"{name.replace('_', ' ')} {value:.3f}" in tex
+    masked = {**bars_experiment, "task": {**bars_experiment["task"], "answer": "mask"}}
+    stats = experiment_stats("x", masked, bars_evals, "demo", "bars")
+    tex = render(TEMPLATES / "bars.tex.j2", source="s.json", **stats)
+    assert "answer read at the MASK after the query key" in tex
     assert tex.count(r"\begin{tabular}") == tex.count(r"\end{tabular}") == 2
 
 

@@ -1,12 +1,20 @@
 """Masked multi-query associative recall (MQAR): generator, oracle and floors.
 
 A sequence holds K key-value pairs (keys drawn without replacement from a key
-vocabulary, values drawn fresh and uniformly from a disjoint value vocabulary),
-then a query region in which every stored key is asked once as ``key MASK``.
-The model must emit the key's value at the MASK position; answers never appear
-in the input, so neither teacher forcing nor elimination can leak them. Loss and
-accuracy are taken only at MASK positions. Choices the paper leaves open are
-recorded in docs/PROTOCOL.md.
+vocabulary, values drawn fresh and uniformly, with replacement, from a disjoint value
+vocabulary), then a query region in which every stored key is asked once. Loss and
+accuracy are taken only at the answer positions, and the answer never appears in the
+input, so neither teacher forcing nor elimination can leak it. Where the answer is read
+is ``answer``:
+
+* ``"key"`` (the default): at the query key itself, the next-token convention of
+  Zoology's MQAR; the query slot is ``key FILLER``. A causal model needs one shift (to
+  bind k_{t-1} with v_t).
+* ``"mask"``: at a MASK token after the query key (slot ``key MASK``), the layout a
+  bidirectional denoiser needs; a causal model must carry the query key forward one
+  more step, and in our pilots no convolution-free cell ever learned it.
+
+Choices the paper leaves open, and the pilots behind them, are in docs/PROTOCOL.md.
 
 Targets use the project convention (`arbench.tasks.base`): ``targets[t]`` is the token the
 model must output at position ``t`` (IGNORE where nothing is supervised). `MQARTask` is the
@@ -32,15 +40,19 @@ from arbench.tasks.base import (
     settings_of,
 )
 
+ANSWERS = ("key", "mask")
+
 
 @dataclass(frozen=True)
 class MQARConfig:
-    """Sizes of one MQAR setting; ``seq_len`` 0 means the dense layout 4K."""
+    """Sizes of one MQAR setting; ``seq_len`` 0 means the dense layout 4K; ``answer`` is
+    where the value is read ("key" or "mask", see the module docstring)."""
 
     pairs: int = 32
     n_keys: int = 64
-    n_values: int = 64
+    n_values: int = 26
     seq_len: int = 0
+    answer: str = "key"
 
     @property
     def mask_id(self) -> int:
@@ -66,6 +78,8 @@ class MQARConfig:
             raise ValueError(
                 f"task.pairs={self.pairs} exceeds the key vocabulary task.n_keys={self.n_keys}"
             )
+        if self.answer not in ANSWERS:
+            raise ValueError(f"task.answer must be one of {ANSWERS}, got {self.answer!r}")
         if self.n_values < 2:
             raise ValueError(f"task.n_values must be >= 2, got {self.n_values}")
         region = self.length - 2 * self.pairs
@@ -102,8 +116,10 @@ def generate(cfg: MQARConfig, n: int, rng: np.random.Generator) -> Batch:
     key_pos = 2 * K + 2 * slots
     rows = np.arange(n)[:, None]
     tokens[rows, key_pos] = np.take_along_axis(keys, order, axis=1)
-    tokens[rows, key_pos + 1] = cfg.mask_id
-    targets[rows, key_pos + 1] = np.take_along_axis(values, order, axis=1)
+    answer_pos = key_pos if cfg.answer == "key" else key_pos + 1
+    if cfg.answer == "mask":
+        tokens[rows, key_pos + 1] = cfg.mask_id
+    targets[rows, answer_pos] = np.take_along_axis(values, order, axis=1)
     return Batch(tokens=tokens, targets=targets)
 
 
@@ -128,8 +144,9 @@ def oracle_check(tokens: np.ndarray, targets: np.ndarray, cfg: MQARConfig) -> li
     """Re-derive every target from the token stream alone; return a list of problems.
 
     Written independently of `generate`: it walks each sequence left to right,
-    records bindings from the pair block, and answers each ``key MASK`` query by
-    lookup. Any disagreement or structural defect is reported with its row.
+    records bindings from the pair block, and answers each query by lookup: at the
+    key itself (``answer="key"``) or at the MASK that follows it (``"mask"``). Any
+    disagreement or structural defect is reported with its row.
     """
     problems: list[str] = []
     K = cfg.pairs
@@ -153,17 +170,23 @@ def oracle_check(tokens: np.ndarray, targets: np.ndarray, cfg: MQARConfig) -> li
         asked: set[int] = set()
         expected = [IGNORE] * len(seq)
         for t in range(2 * K, len(seq)):
-            if seq[t] == cfg.mask_id:
-                q = seq[t - 1]
-                if q not in table:
-                    problems.append(f"row {r}: MASK at {t} follows non-stored token {q}")
-                    continue
-                if q in asked:
-                    problems.append(f"row {r}: key {q} queried twice")
-                asked.add(q)
-                expected[t] = table[q]
-            elif not (seq[t] == cfg.filler_id or is_key(seq[t])):
-                problems.append(f"row {r}: unexpected token {seq[t]} at {t} in query region")
+            tok = seq[t]
+            if cfg.answer == "mask" and tok == cfg.mask_id:
+                q, at = seq[t - 1], t
+            elif cfg.answer == "key" and is_key(tok):
+                q, at = tok, t
+            elif tok == cfg.filler_id or (cfg.answer == "mask" and is_key(tok)):
+                continue
+            else:
+                problems.append(f"row {r}: unexpected token {tok} at {t} in query region")
+                continue
+            if q not in table:
+                problems.append(f"row {r}: query at {at} asks non-stored token {q}")
+                continue
+            if q in asked:
+                problems.append(f"row {r}: key {q} queried twice")
+            asked.add(q)
+            expected[at] = table[q]
         if len(asked) != K and not any(p.startswith(f"row {r}:") for p in problems):
             problems.append(f"row {r}: {len(asked)} of {K} keys queried")
         if expected != tgt:
@@ -199,21 +222,31 @@ def _expected_max_count(draws: int, categories: int) -> float:
     return total
 
 
+def uniform_pair_hit(pairs: int, n_values: int) -> float:
+    """P(the value of a uniformly chosen table pair equals the asked pair's value) when the
+    K values are drawn uniformly with replacement from ``n_values``: 1/K + (K-1)/(K V)."""
+    return 1.0 / pairs + (pairs - 1) / (pairs * n_values)
+
+
 def floors(cfg: MQARConfig) -> dict[str, float]:
     """Chance levels computed from the config, never typed in.
 
     * value_marginal: guess a uniformly random value token, 1/n_values.
-    * rebinding_control: guess uniformly among the K stored values, 1/K when
-      they are distinct (the table floor of a rebinding control).
-    * best_no_binding: the best strategy that knows the multiset of stored
-      values but not which key holds which: answer the most frequent stored
-      value, accuracy E[max count]/K.
+    * uniform_pair_no_binding: the paper's no-binding strategy, answer the value of a
+      uniformly chosen stored pair: 1/K + (K-1)/(K V) (values repeat, so the wrong pair
+      is sometimes right).
+    * best_no_binding: the strongest strategy that knows the multiset of stored values but
+      not which key holds which: answer the most frequent stored value, E[max count]/K.
+    * rebinding_control: the table floor of a rebinding control (keys re-bound to fresh
+      values), naming a uniformly chosen value of the table, for the actual draw: the
+      same 1/K + (K-1)/(K V), not the 1/K of distinct values.
     """
     K = cfg.pairs
     return {
         "value_marginal": 1.0 / cfg.n_values,
-        "rebinding_control": 1.0 / K,
+        "uniform_pair_no_binding": uniform_pair_hit(K, cfg.n_values),
         "best_no_binding": _expected_max_count(K, cfg.n_values) / K,
+        "rebinding_control": uniform_pair_hit(K, cfg.n_values),
     }
 
 
