@@ -30,7 +30,8 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 def test_the_record_holds_the_model_the_task_and_the_caller_fields(trained) -> None:
     run_dir, _ = trained
     final = json.loads((run_dir / "final.json").read_text())
-    assert final["model"] == {"vocab_size": 18, **MODEL}
+    defaults = {"embed_std": None, "tied_embeddings": True}  # ModelConfig fields MODEL leaves out
+    assert final["model"] == {"vocab_size": 18, **defaults, **MODEL}
     assert final["task"] == TASK and final["arm"] == "a" and final["scale"] == "smoke"
     assert final["seed"] == 3 and (run_dir / "model.pt").exists()
 

@@ -258,4 +258,5 @@ def model_settings(exp: dict[str, Any], arm: str) -> dict[str, Any]:
         "mlp_ratio": m.get("mlp_ratio", 4),
         "cell": spec["cell"],
         "cell_options": {**m.get("cell_options", {}), **cell_options_of(spec)},
+        **{k: m[k] for k in ("embed_std", "tied_embeddings") if k in m},
     }

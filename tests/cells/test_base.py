@@ -48,7 +48,10 @@ def test_kernel_alone_reproduces_the_cell(name: str) -> None:
 
 def test_option_names_are_the_constructor_keywords() -> None:
     delta = CELLS["delta_rule"].option_names()
-    assert {"conv", "decay", "heads", "d_k", "d_v", "conv_kernel", "chunk_size"} == delta
+    shape = {"conv", "decay", "heads", "d_k", "d_v", "conv_kernel", "chunk_size"}
+    parameterisation = {"qk_bias", "qk_bias_axis", "key_bias", "feature_map", "qk_norm"}
+    parameterisation |= {"key_norm", "beta_range", "beta_bias", "decay_bias"}
+    assert shape | parameterisation == delta
     assert "convv" not in delta and "d_model" not in delta and "self" not in delta
     # a preset forwards **options to its parent: the parent's keywords are accepted
     assert "conv" in CELLS["gated_deltanet"].option_names()

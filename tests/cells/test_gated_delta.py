@@ -134,3 +134,55 @@ def test_constant_decay_is_input_independent_and_forms_agree(heads: int) -> None
     assert torch.allclose(gc, gr, rtol=1e-4, atol=1e-6) and gc.abs().sum() > 0
     with pytest.raises(ValueError, match="decay"):
         build_cell("delta_rule", 32, decay="sometimes")
+
+
+# The parameterisation knobs the fidelity pilots toggle (docs/PROTOCOL.md): both forms still
+# agree, forward and gradients, with every knob away from its default.
+KNOBS = [
+    {"qk_bias": 1.0},
+    {"qk_bias": 3.0, "qk_bias_axis": True, "beta_range": 2.0},
+    {"key_bias": True, "feature_map": "elu1", "beta_bias": 2.0},
+    {"feature_map": "silu", "key_norm": "max"},
+    {"feature_map": "relu", "decay": True, "decay_bias": 1.0},
+]
+
+
+@pytest.mark.parametrize("knobs", KNOBS, ids=lambda k: ",".join(k))
+@pytest.mark.parametrize("name", ["delta_rule", "diagonal"])
+def test_parameterisation_knobs_keep_the_forms_equal(name: str, knobs: dict, assert_close) -> None:
+    dtype = torch.float64
+    cell = build_cell(name, D_MODEL, heads=CELL_HEADS, chunk_size=CHUNK, **knobs).to(dtype)
+    x = torch.randn(B, T, D_MODEL, generator=torch.Generator().manual_seed(6), dtype=dtype)
+    state = cell_state(cell, dtype)
+    assert_close(cell_run(cell, x, state, "chunked"), cell_run(cell, x, state, "recurrent"), 1e-10)
+
+
+def test_qk_bias_is_a_shared_component_of_queries_and_keys() -> None:
+    cell = build_cell("delta_rule", D_MODEL, heads=CELL_HEADS, qk_bias=1.5)
+    for proj in (cell.q_proj, cell.k_proj):
+        assert torch.equal(proj.bias, torch.full((D_MODEL,), 1.5))
+    axis = build_cell("diagonal", D_MODEL, heads=CELL_HEADS, qk_bias=2.0, qk_bias_axis=True)
+    per_head = axis.k_proj.bias.reshape(CELL_HEADS, -1)
+    assert (per_head[:, 0] == 2.0).all() and (per_head[:, 1:] == 0).all()
+    plain = build_cell("delta_rule", D_MODEL)
+    assert plain.q_proj.bias is None and plain.k_proj.bias is None  # default: no bias
+
+
+def test_beta_range_and_bias_set_the_write_strength() -> None:
+    cell = build_cell("delta_rule", D_MODEL, beta_range=2.0, beta_bias=30.0)
+    beta = cell.prepare(torch.randn(1, 5, D_MODEL), None)[0][3]
+    torch.testing.assert_close(beta, torch.full_like(beta, 2.0))
+
+
+@pytest.mark.parametrize(
+    ("options", "needle"),
+    [
+        ({"feature_map": "tanh"}, "feature_map"),
+        ({"key_norm": "l1"}, "key_norm"),
+        ({"beta_range": 2.5}, "beta_range"),
+        ({"qk_bias_axis": True}, "qk_bias_axis"),
+    ],
+)
+def test_bad_parameterisation_fails_naming_the_option(options: dict, needle: str) -> None:
+    with pytest.raises(ValueError, match=needle):
+        build_cell("delta_rule", D_MODEL, **options)

@@ -29,3 +29,16 @@ def test_streaming_in_pieces_equals_one_pass() -> None:
         rest, _ = model(tokens[:, 10:], state)
     assert whole.shape == (2, 23, 20)
     torch.testing.assert_close(torch.cat([first, rest], 1), whole, rtol=1e-5, atol=1e-6)
+
+
+def test_embedding_scale_and_untied_readout() -> None:
+    base = dict(vocab_size=400, d_model=16, cell="delta_rule")
+    default = build_model(ModelConfig(**base), 0)
+    wide = build_model(ModelConfig(**base, embed_std=1.0), 0)
+    assert abs(default.embed.weight.std().item() - 16**-0.5) < 0.02
+    assert abs(wide.embed.weight.std().item() - 1.0) < 0.05
+    assert default.readout is None  # tied: logits are h @ E^T
+    untied = build_model(ModelConfig(**base, tied_embeddings=False), 0)
+    h = torch.randn(3, 16)
+    torch.testing.assert_close(untied.logits(h), untied.readout(h))
+    assert untied.n_parameters() == default.n_parameters() + 16 * 400 + 400

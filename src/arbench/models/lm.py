@@ -27,6 +27,8 @@ class ModelConfig:
     mlp_ratio: int = 4
     cell: str = "delta_rule"
     cell_options: dict[str, Any] = field(default_factory=dict)
+    tied_embeddings: bool = True
+    embed_std: float | None = None  # None: d_model ** -0.5
 
 
 class RMSNorm(nn.Module):
@@ -71,9 +73,11 @@ class LanguageModel(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        nn.init.normal_(self.embed.weight, std=cfg.d_model**-0.5)
+        std = cfg.embed_std if cfg.embed_std is not None else cfg.d_model**-0.5
+        nn.init.normal_(self.embed.weight, std=std)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
         self.norm = RMSNorm(cfg.d_model)
+        self.readout = None if cfg.tied_embeddings else nn.Linear(cfg.d_model, cfg.vocab_size)
 
     def hidden(
         self, tokens: torch.Tensor, state: list[Any] | None = None, form: Form = "chunked"
@@ -89,6 +93,8 @@ class LanguageModel(nn.Module):
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         """Tied read-out; call on selected positions only to save work."""
+        if self.readout is not None:
+            return self.readout(h)
         return h @ self.embed.weight.t()
 
     def forward(
