@@ -55,7 +55,8 @@ def test_jobs_receive_only_what_they_read() -> None:
         "layers": 2,
         "mlp_ratio": 4,
         "cell": "delta_rule",
-        "cell_options": {"heads": 1, "conv": True, "decay": False},
+        "cell_options": {"heads": 1, "qk_bias": 1.0, "conv": True, "decay": False},
+        "embed_std": 1.0,
     }
     one = plan.release_split_settings("passkey_swar", "n64", "train")
     assert one["examples"] == 100_000 and one["split_seeds"] == {"train": 1}
