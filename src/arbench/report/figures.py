@@ -41,7 +41,7 @@ def bars_with_seeds(stats: dict[str, Any], outputs: list[str | Path]) -> None:
         f"{stats['title']}\nscale={stats['scale']}, K={stats['task'].get('pairs')}, n≤{n} seeds",
         fontsize=8,
     )
-    ax.legend(fontsize=6, loc="upper right")
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # clear of the bars
     fig.tight_layout()
     save_figure(fig, outputs)
 
