@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from arbench.config import load, model_settings  # noqa: E402
 from arbench.evaluate.recall import accuracy  # noqa: E402
 from arbench.models import ModelConfig  # noqa: E402
-from arbench.tasks.mqar import MQARConfig, MQARTask, heldout  # noqa: E402
+from arbench.tasks import build_task  # noqa: E402
 from arbench.train.loop import TrainConfig, load_trained, train  # noqa: E402
 
 
@@ -36,23 +36,21 @@ def pilot(spec: dict[str, Any], eval_examples: int, threads: int) -> dict[str, A
     """Train the factorial's `delta` arm (paper scale) with ``spec``'s overrides (a null
     value restores a library default); held-out accuracy."""
     exp = load(ROOT / "config.yaml")["experiments"]["factorial"]
-    task = {k: v for k, v in exp["task"].items() if k != "name"} | spec.get("task", {})
+    task = build_task(exp["task"] | spec.get("task", {}))
     model = model_settings(exp, "delta")
     over = dict(spec.get("model", {}))
     model["cell_options"] = model["cell_options"] | over.pop("cell_options", {})
     model.update(over)
-    cfg = MQARConfig(**task)
-    cfg.validate()
-    model_cfg = ModelConfig(vocab_size=cfg.vocab_size, **model)
+    model_cfg = ModelConfig(vocab_size=task.vocab_size, **model)
     settings = exp["train"] | {"checkpoint_every": 10**9, "log_every": 250, "device": "cpu"}
     train_cfg = TrainConfig.from_dict(settings | spec.get("train", {}))
     seed = int(spec.get("seed", 0))
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as run_dir:
-        train(MQARTask(cfg), model_cfg, train_cfg, seed, run_dir, threads=threads)
+        train(task, model_cfg, train_cfg, seed, run_dir, threads=threads)
         lines = [json.loads(line) for line in open(Path(run_dir) / "metrics.jsonl")]
         trained = load_trained(run_dir, model_cfg)
-    held_out = heldout(cfg, eval_examples)
+    held_out = task.eval_set(eval_examples)
     acc = accuracy(trained, held_out.tokens, held_out.targets)["accuracy"]
     return {
         "accuracy": round(acc, 4),

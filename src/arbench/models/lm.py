@@ -1,8 +1,8 @@
 """A small language model around any registered sequence mixer.
 
-Pre-norm residual blocks (RMSNorm -> mixer, RMSNorm -> MLP), tied input/output
-embeddings. Everything except the mixer is shared by every arm, so a factorial
-toggles only the mixer's knobs.
+Pre-norm residual blocks (RMSNorm -> mixer, RMSNorm -> MLP), input/output embeddings tied
+unless `tied_embeddings` is false. Everything except the mixer is shared by every arm, so a
+factorial toggles only the mixer's knobs.
 """
 
 from __future__ import annotations
@@ -92,7 +92,8 @@ class LanguageModel(nn.Module):
         return self.norm(x), new_state
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
-        """Tied read-out; call on selected positions only to save work."""
+        """Read-out through the token embeddings (or the untied `readout`); call on selected
+        positions only to save work."""
         if self.readout is not None:
             return self.readout(h)
         return h @ self.embed.weight.t()

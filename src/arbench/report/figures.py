@@ -25,14 +25,14 @@ def bars_with_seeds(stats: dict[str, Any], outputs: list[str | Path]) -> None:
     for i, a in enumerate(arms):
         s = stats["arms"][a]["scores"]
         ax.scatter(i + jitter.uniform(-0.18, 0.18, len(s)), s, s=14, color="black", zorder=3)
-    for key, label, style in (
-        ("value_marginal", "value-marginal floor", ":"),
-        ("uniform_pair_no_binding", "uniform-pair no-binding", "-."),
-        ("best_no_binding", "best no-binding", "--"),
+    floors = stats["floors"]
+    for key, label, style, required in (  # every "bars" task provides the required ones
+        ("value_marginal", "value-marginal floor", ":", True),
+        ("uniform_pair_no_binding", "uniform-pair no-binding", "-.", False),
+        ("best_no_binding", "best no-binding", "--", True),
     ):
-        if key in stats["floors"]:
-            value = stats["floors"][key]
-            ax.axhline(value, color="grey", linestyle=style, linewidth=0.9, label=label)
+        if required or key in floors:
+            ax.axhline(floors[key], color="grey", linestyle=style, linewidth=0.9, label=label)
     ax.set_xticks(x, [a.replace("_", "\n") for a in arms], fontsize=7)
     ax.set_ylim(0, 1.02)
     ax.set_ylabel("held-out accuracy")

@@ -116,9 +116,10 @@ def generate(cfg: MQARConfig, n: int, rng: np.random.Generator) -> Batch:
     key_pos = 2 * K + 2 * slots
     rows = np.arange(n)[:, None]
     tokens[rows, key_pos] = np.take_along_axis(keys, order, axis=1)
-    answer_pos = key_pos if cfg.answer == "key" else key_pos + 1
+    answer_pos = key_pos
     if cfg.answer == "mask":
-        tokens[rows, key_pos + 1] = cfg.mask_id
+        answer_pos = key_pos + 1
+        tokens[rows, answer_pos] = cfg.mask_id
     targets[rows, answer_pos] = np.take_along_axis(values, order, axis=1)
     return Batch(tokens=tokens, targets=targets)
 
