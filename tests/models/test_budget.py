@@ -9,7 +9,13 @@ from arbench.cells import CELLS
 from arbench.models.budget import build_for_budget, fit
 
 
-@pytest.mark.parametrize("cell", sorted(CELLS))
+@pytest.mark.parametrize(
+    "cell",
+    [
+        pytest.param(name, marks=pytest.mark.skipif(reason is not None, reason=str(reason)))
+        for name, reason in sorted((n, k.unavailable_reason()) for n, k in CELLS.items())
+    ],
+)
 def test_every_cell_fits_the_factorial_budget(cell: str) -> None:
     chosen = fit(cell, 130, state_per_layer=1024, parameters=29_282)
     model = build_for_budget(cell, 130, state_per_layer=1024, parameters=29_282)

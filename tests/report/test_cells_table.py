@@ -13,7 +13,10 @@ def test_every_cell_is_shaped_to_the_reference_state() -> None:
     ctx = zoo_context(TASK, MODEL, "factorial/delta")
     assert ctx["vocab_size"] == 130 and ctx["state_per_layer"] == 1024
     assert ctx["backbone"] == {"d_model": 32, "layers": 2, "mlp_ratio": 4}
-    assert [r["cell"] for r in ctx["rows"]] == sorted(CELLS)
+    usable = sorted(n for n, k in CELLS.items() if k.unavailable_reason() is None)
+    assert [r["cell"] for r in ctx["rows"]] == usable
+    assert [u["cell"] for u in ctx["unavailable"]] == sorted(set(CELLS) - set(usable))
+    assert all(u["reason"] for u in ctx["unavailable"])
     for row in ctx["rows"]:
         assert row["state_per_layer"] == (0 if row["grows_with_length"] else 1024), row["cell"]
         assert row["model_parameters"] > row["mixer_parameters"] > 0

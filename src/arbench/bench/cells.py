@@ -22,6 +22,8 @@ from arbench.cells.base import SequenceMixer
 from arbench.models.budget import fit
 
 SINGLE_FORM = {"attention"}  # cells whose "recurrent" form is not a state recurrence
+# cells this benchmark cannot time even where they can be built: it runs both forms on CPU
+NOT_TIMED = {"mamba2_fused": "CUDA only (mamba_ssm's fused kernels) and no recurrent form"}
 
 
 @dataclass(frozen=True)
@@ -43,8 +45,13 @@ def reference_shape(task: dict[str, Any], model: dict[str, Any]) -> Shape:
 
 
 def bench_cells() -> list[str]:
-    """Registered cells to benchmark, in registration order."""
-    return list(CELLS)
+    """Registered cells to benchmark, in registration order; not those that cannot be built
+    here (`SequenceMixer.unavailable_reason`) nor those in `NOT_TIMED`."""
+    return [
+        name
+        for name, klass in CELLS.items()
+        if klass.unavailable_reason() is None and name not in NOT_TIMED
+    ]
 
 
 def cell_options(name: str, shape: Shape = Shape()) -> dict[str, Any]:
@@ -71,8 +78,10 @@ def cell_step(
 
 
 def has_kernel(cell: SequenceMixer) -> bool:
-    """Whether the cell runs a recurrence kernel of its own (prepare -> kernel -> finish)."""
-    return type(cell).prepare is not SequenceMixer.prepare
+    """Whether the cell runs a recurrence kernel of its own (prepare -> kernel -> finish)
+    through the shared forward (a cell overriding `forward` may not split that way)."""
+    klass = type(cell)
+    return klass.prepare is not SequenceMixer.prepare and klass.forward is SequenceMixer.forward
 
 
 def kernel_inputs(cell: SequenceMixer, x: torch.Tensor) -> tuple[Any, ...]:

@@ -61,6 +61,18 @@ class SequenceMixer(nn.Module):
         raise NotImplementedError
 
     @classmethod
+    def unavailable_reason(cls) -> str | None:
+        """Why this cell cannot be built here (one line), or None when it can.
+
+        Every cell is registered, usable or not; a cell that needs an optional package or CUDA
+        (such as `mamba2_fused`, the official fused kernel) says here what is missing, so
+        whatever enumerates `CELLS` (the budget, the cell table, the benchmark) and the
+        workflow skip it, and the arms that use it, with this reason instead of failing. It
+        must be cheap and must not import the optional package.
+        """
+        return None
+
+    @classmethod
     def option_names(cls, options: dict[str, Any] | None = None) -> set[str]:
         """The keyword options the cell's constructor accepts (`d_model` aside).
 

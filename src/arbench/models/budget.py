@@ -76,6 +76,9 @@ def fit(
     """Choose ``cell``'s shape options to meet the budgets; ``fixed`` options are kept."""
     if cell not in CELLS:
         raise KeyError(f"unknown cell {cell!r}; known: {sorted(CELLS)}")
+    reason = CELLS[cell].unavailable_reason()
+    if reason is not None:
+        raise ImportError(f"cell {cell!r} cannot be built here: {reason}")
     best: Budgeted | None = None
     for shape in _shape_candidates(cell, d_model, state_per_layer):
         options = {**shape, **fixed}

@@ -13,9 +13,12 @@ from arbench.tasks import build_task
 def cell_rows(
     vocab_size: int, state_per_layer: int, parameters: int | None, **backbone: Any
 ) -> list[dict[str, Any]]:
-    """One row per registered cell, shaped by `fit` to the given budget."""
+    """One row per registered cell that can be built here (see `unavailable_cells`), shaped
+    by `fit` to the given budget."""
     rows = []
     for name, klass in sorted(CELLS.items()):
+        if klass.unavailable_reason() is not None:
+            continue
         chosen = fit(
             name, vocab_size, state_per_layer=state_per_layer, parameters=parameters, **backbone
         )
@@ -34,6 +37,15 @@ def cell_rows(
     return rows
 
 
+def unavailable_cells() -> list[dict[str, str]]:
+    """Registered cells that cannot be built here (no row in the table), each with its reason."""
+    return [
+        {"cell": name, "reason": reason}
+        for name, klass in sorted(CELLS.items())
+        if (reason := klass.unavailable_reason()) is not None
+    ]
+
+
 def zoo_context(task: dict[str, Any], model: dict[str, Any], reference: str) -> dict[str, Any]:
     """Everything the cell-zoo table shows: every cell shaped to the reference arm's
     vocabulary, backbone, recurrent state per layer and parameter count."""
@@ -43,6 +55,7 @@ def zoo_context(task: dict[str, Any], model: dict[str, Any], reference: str) -> 
     state, parameters = ref.state_size_per_layer(), ref.n_parameters()
     return {
         "rows": cell_rows(vocab, state, parameters, **backbone),
+        "unavailable": unavailable_cells(),
         "vocab_size": vocab,
         "state_per_layer": state,
         "parameters": parameters,
