@@ -8,6 +8,7 @@ import pytest
 import scipy.stats
 
 from arbench.stats import (
+    fisher_exact_one_sided,
     fisher_exact_two_sided,
 )
 
@@ -34,6 +35,16 @@ def test_fisher_paper_figures():
     assert fisher_exact_two_sided(4, 5, 0, 9) == pytest.approx(
         (math.comb(4, 4) * math.comb(10, 1)) / math.comb(14, 5)
     )
+
+
+def test_the_papers_one_sided_p_beside_our_two_sided():
+    # the paper prints 6/6 vs 0/6 as p = 0.001: the one-sided 1/924; our tables give 2/924
+    assert fisher_exact_one_sided(6, 6, 0, 6) == pytest.approx(1 / 924)
+    assert round(fisher_exact_two_sided(6, 6, 0, 6), 4) == 0.0022
+    for k1, n1, k2, n2 in [(7, 10, 1, 10), (4, 5, 0, 9), (2, 6, 3, 6)]:
+        table = [[k1, n1 - k1], [k2, n2 - k2]]
+        expected = scipy.stats.fisher_exact(table, alternative="greater").pvalue
+        assert fisher_exact_one_sided(k1, n1, k2, n2) == pytest.approx(expected, rel=1e-12)
 
 
 def test_fisher_edge_cases():

@@ -1,7 +1,7 @@
 """Statistics for per-seed results: permutation tests, Fisher lock-in tests, bootstrap CIs."""
 
 from arbench.stats.bootstrap import bootstrap_ci
-from arbench.stats.fisher import fisher_exact_two_sided
+from arbench.stats.fisher import fisher_exact_one_sided, fisher_exact_two_sided
 from arbench.stats.lockin import compare_lock_in, lock_in
 from arbench.stats.permutation import PermutationResult, permutation_test
 from arbench.stats.summary import contrast, describe
@@ -12,6 +12,7 @@ __all__ = [
     "compare_lock_in",
     "contrast",
     "describe",
+    "fisher_exact_one_sided",
     "fisher_exact_two_sided",
     "lock_in",
     "permutation_test",

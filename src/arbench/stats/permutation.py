@@ -15,6 +15,8 @@ __all__ = ["PermutationResult", "permutation_test"]
 _REL_TOL = 1e-9
 # Upper bound on elements materialised per chunk (rows x group size).
 _CHUNK_ELEMENTS = 2_000_000
+# Enumerate every relabeling up to this many: C(20, 10) = 184,756, so 10 vs 10 seeds is exact.
+MAX_EXACT = 200_000
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,7 @@ def permutation_test(
     a: object,
     b: object,
     *,
-    max_exact: int = 100_000,
+    max_exact: int = MAX_EXACT,
     n_resamples: int = 100_000,
     rng: np.random.Generator | None = None,
 ) -> PermutationResult:
