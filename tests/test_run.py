@@ -59,6 +59,7 @@ def test_stream_validation_accepts_clean_and_rejects_corrupt_data(tmp_path: Path
     report = run.validate_stream(TASK, tmp_path, seeds=2, batch=4)
     assert report["valid"] and report["eval_set"]["sequences"] == 16
     assert set(report["train_stream"]) == {"seed0", "seed1"}
+    assert report["self_tests"]["rebinding"]["ok"]  # MQAR's control checks itself
     loaded = load_eval_set(tmp_path)
     assert (loaded.tokens == held_out.tokens).all() and loaded.tokens.dtype == np.int64
     loaded.targets[5, np.flatnonzero(loaded.targets[5] != IGNORE)[0]] += 1
@@ -86,3 +87,12 @@ def test_release_written_split_by_split_then_validated(tmp_path: Path) -> None:
         run.validate_release("passkey_swar", check, tmp_path)
     with pytest.raises(ValueError, match="has no release"):
         run.validate_release("mqar", check, tmp_path)
+
+
+def test_stream_validation_rejects_a_control_that_fails_its_self_test(tmp_path, monkeypatch):
+    import arbench.tasks.mqar as mqar
+
+    run.write_eval_set(TASK, 64, tmp_path / "eval.npz")
+    monkeypatch.setattr(mqar, "rebinding_set", lambda batch, cfg: batch)  # rebinds nothing
+    with pytest.raises(run.DataRejected, match="self-test rebinding failed"):
+        run.validate_stream(TASK, tmp_path, seeds=1, batch=4)

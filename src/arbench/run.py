@@ -101,12 +101,16 @@ def validate_stream(
     task: dict[str, Any], data_dir: str | Path, seeds: int, batch: int, log: Log = _quiet
 ) -> dict[str, Any]:
     """The oracle over a stream task's held-out set and over the first batch of every seed's
-    training stream; raises DataRejected (the report in its message) on any problem."""
+    training stream, and the task's self-tests of its controls (`Task.self_tests`); raises
+    DataRejected (the report in its message) on any problem."""
     adapter = build_task(task)
     held_out = load_eval_set(data_dir)
     problems = adapter.oracle(held_out)
+    tests = adapter.self_tests(held_out)
+    problems += [f"self-test {name} failed: {t}" for name, t in tests.items() if not t["ok"]]
     report: dict[str, Any] = {
         "eval_set": {"sequences": len(held_out), "problems": problems[:20]},
+        "self_tests": tests,
         "train_stream": {},
     }
     for seed in range(seeds):

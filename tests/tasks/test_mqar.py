@@ -13,6 +13,8 @@ from arbench.tasks.mqar import (
     generate,
     heldout,
     oracle_check,
+    rebind,
+    rebinding_self_test,
     stream_rng,
     uniform_pair_hit,
 )
@@ -184,3 +186,102 @@ def test_adapter_streams_validates_and_reads_its_held_out_set(tmp_path) -> None:
 
     scores = task.evaluate(Constant())
     assert scores["supervised"] == 16 * 4 and 0.0 <= scores["accuracy"] < 0.5
+
+
+@pytest.mark.parametrize("cfg", CFGS)
+def test_rebinding_permutes_each_table_and_the_oracle_rederives_it(cfg: MQARConfig) -> None:
+    held_out = heldout(cfg, 200)
+    control = rebind(held_out, cfg, stream_rng(0, 0, purpose=2))
+    assert oracle_check(control.tokens, control.targets, cfg) == []
+    K = cfg.pairs
+    keys, values = held_out.tokens[:, 0 : 2 * K : 2], held_out.tokens[:, 1 : 2 * K : 2]
+    assert (control.tokens[:, 0 : 2 * K : 2] == keys).all()  # the same key table
+    new = control.tokens[:, 1 : 2 * K : 2]
+    assert (np.sort(new, axis=1) == np.sort(values, axis=1)).all()  # values permuted only
+    assert (control.tokens[:, 2 * K :] == held_out.tokens[:, 2 * K :]).all()  # same queries
+    assert (control.targets != held_out.targets).any()  # and re-bound
+
+
+def test_the_rebinding_self_test_catches_a_control_that_does_not_rebind(monkeypatch) -> None:
+    import arbench.tasks.mqar as mqar
+
+    cfg = MQARConfig()
+    held_out = heldout(cfg, 500)
+    good = rebinding_self_test(held_out, cfg)
+    assert good["ok"] and good["oracle_problems"] == []
+    assert abs(good["memoriser_accuracy"] - floors(cfg)["rebinding_control"]) < 0.01
+    # a "control" that leaves the binding alone: the memoriser keeps 1.0
+    monkeypatch.setattr(mqar, "rebinding_set", lambda b, c: b)
+    assert not rebinding_self_test(held_out, cfg)["ok"]
+
+    # a cyclic shift never leaves a pair in place: the memoriser falls below the floor
+    def shifted(batch, c):
+        out = rebind(batch, c, stream_rng(0, 0, purpose=2))
+        vals = batch.tokens[:, 1 : 2 * c.pairs : 2]
+        out.tokens[:, 1 : 2 * c.pairs : 2] = np.roll(vals, 1, axis=1)
+        return mqar.Batch(out.tokens, _rederive(out.tokens, batch.targets, c))
+
+    monkeypatch.setattr(mqar, "rebinding_set", shifted)
+    assert not rebinding_self_test(held_out, cfg)["ok"]
+
+
+def _rederive(tokens: np.ndarray, targets: np.ndarray, cfg: MQARConfig) -> np.ndarray:
+    """Targets of ``tokens`` by table lookup at the answer positions of ``targets``."""
+    out = targets.copy()
+    for r in range(len(tokens)):
+        table = dict(
+            zip(tokens[r, 0 : 2 * cfg.pairs : 2], tokens[r, 1 : 2 * cfg.pairs : 2], strict=True)
+        )
+        for t in np.flatnonzero(targets[r] != IGNORE):
+            out[r, t] = table[tokens[r, t] if cfg.answer == "key" else tokens[r, t - 1]]
+    return out
+
+
+class _Lookup:
+    """A stand-in model answering each query from a key -> value map: read from the sequence's
+    own table (it binds in context) or from the held-out set's original tables (it memorised)."""
+
+    def __init__(self, cfg: MQARConfig, vocab: int, memorised: dict | None = None) -> None:
+        self.cfg, self.vocab, self.memorised = cfg, vocab, memorised
+
+    def eval(self):
+        return self
+
+    def hidden(self, tok):
+        import torch
+
+        K = self.cfg.pairs
+        out = torch.zeros(*tok.shape, self.vocab)
+        for r, row in enumerate(tok.tolist()):
+            keys = tuple(row[0 : 2 * K : 2])
+            table = (
+                self.memorised[keys]
+                if self.memorised
+                else dict(zip(keys, row[1 : 2 * K : 2], strict=True))
+            )
+            for t in range(2 * K, len(row)):
+                if row[t] in table:
+                    out[r, t, table[row[t]]] = 1.0
+        return out, None
+
+    def logits(self, h):
+        return h
+
+
+def test_rebinding_scores_binding_in_context_and_exposes_memorising(tmp_path) -> None:
+    settings = {"name": "mqar", "pairs": 8, "n_keys": 16, "n_values": 26}
+    task = build_task(settings, tmp_path)
+    held_out = task.eval_set(300)
+    save_eval_set(held_out, tmp_path / "eval.npz")
+    K = task.cfg.pairs
+    memory = {}
+    for row in held_out.tokens.tolist():
+        keys = tuple(row[0 : 2 * K : 2])
+        memory[keys] = dict(zip(keys, row[1 : 2 * K : 2], strict=True))
+    binder = task.evaluate(_Lookup(task.cfg, task.vocab_size), rebinding=True)
+    assert binder["accuracy"] == 1.0 and binder["rebinding_accuracy"] == 1.0
+    memoriser = task.evaluate(_Lookup(task.cfg, task.vocab_size, memory), rebinding=True)
+    assert memoriser["accuracy"] == 1.0
+    floor = floors(task.cfg)["rebinding_control"]
+    assert abs(memoriser["rebinding_accuracy"] - floor) < 0.03
+    assert "rebinding_accuracy" not in task.evaluate(_Lookup(task.cfg, task.vocab_size))

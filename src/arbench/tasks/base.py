@@ -9,7 +9,8 @@ class attributes are its declaration to the workflow, so rules never branch on a
   (a published file set that the task's `release` writes split by split and validates; the
   experiment block names the release and takes its data settings from it).
 * `layout`: how its results render, "bars" (one bar per arm, single-knob contrasts) or
-  "sweep" (accuracy per arm, evaluation length and answer type).
+  "sweep" (accuracy per arm, evaluation length and answer type). An experiment with a grid
+  renders as "grid" (accuracy per arm and grid value) whatever its task.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import torch
 IGNORE = -100  # target of every position the loss and the accuracy skip
 
 DataKind = Literal["stream", "release"]
-Layout = Literal["bars", "sweep"]
+Layout = Literal["bars", "sweep", "grid"]
 Progress = Any  # a callable taking one string, or None
 
 
@@ -132,10 +133,21 @@ class Task:
         raise NotImplementedError
 
     def floors(self) -> dict[str, float]:
-        """Chance levels computed from the settings, never typed in. A "bars" task gives at
-        least ``value_marginal`` (a uniformly guessed answer) and ``best_no_binding`` (the best
-        strategy that never binds), which its table and figure show."""
+        """Chance levels computed from the settings, never typed in. Every task gives
+        ``value_marginal`` (a uniformly guessed answer: the floor "chance" is measured
+        against); a "bars" task also ``best_no_binding`` (the best strategy that never binds),
+        and where they apply ``uniform_pair_no_binding`` and ``rebinding_control``, the
+        other columns of the floors table (`FLOOR_COLUMNS`)."""
         raise NotImplementedError
+
+    def summary(self) -> str:
+        """One line naming the settings that set the task's floors (the floors table's row)."""
+        return self.name
+
+    def self_tests(self, held_out: Batch) -> dict[str, dict[str, Any]]:
+        """Checks of the task's controls on its held-out set, each {"ok": bool, ...}; the
+        stream oracle job fails when one is not ok. None by default."""
+        return {}
 
     # stream tasks only
     def eval_set(self, n: int) -> Batch:
@@ -168,6 +180,15 @@ def settings_of(cls: type, block: dict[str, Any], where: str = "task") -> Any:
         raise ValueError(f"{where}: unknown key {unknown[0]!r}; known: {sorted(known)}")
     return cls(**given)
 
+
+# The floors every experiment table and the floors table report, in this order; a task gives
+# the ones that apply to it (`Task.floors`), the table shows "--" for the rest.
+FLOOR_COLUMNS = (
+    "value_marginal",
+    "uniform_pair_no_binding",
+    "best_no_binding",
+    "rebinding_control",
+)
 
 TASKS: dict[str, type[Task]] = {}
 

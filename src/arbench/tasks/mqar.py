@@ -196,6 +196,59 @@ def oracle_check(tokens: np.ndarray, targets: np.ndarray, cfg: MQARConfig) -> li
     return problems
 
 
+# --------------------------------------------------------------------------- rebinding
+
+
+def rebind(batch: Batch, cfg: MQARConfig, rng: np.random.Generator) -> Batch:
+    """The rebinding control: each sequence's key table re-bound, its values permuted among
+    its own keys (a uniform permutation per row, from ``rng``), every target re-derived.
+
+    Keys, positions and the multiset of values are unchanged, so a model that binds in
+    context scores as before, while anything that answers the original binding (a memoriser
+    of pairs) falls to the rebinding floor, 1/K + (K-1)/(K V) (`floors`).
+    """
+    K = cfg.pairs
+    n = len(batch)
+    tokens, targets = batch.tokens.copy(), batch.targets.copy()
+    keys, values = tokens[:, 0 : 2 * K : 2], tokens[:, 1 : 2 * K : 2]
+    perm = np.argsort(rng.random((n, K)), axis=1)
+    rebound = np.take_along_axis(values, perm, axis=1)
+    tokens[:, 1 : 2 * K : 2] = rebound
+    slot = np.full((n, cfg.n_keys), -1, dtype=np.int64)  # key id -> its pair index
+    np.put_along_axis(slot, keys, np.arange(K)[None, :].repeat(n, 0), axis=1)
+    rows, at = np.nonzero(targets != IGNORE)
+    asked = tokens[rows, at] if cfg.answer == "key" else tokens[rows, at - 1]
+    targets[rows, at] = rebound[rows, slot[rows, asked]]
+    return Batch(tokens=tokens, targets=targets)
+
+
+def rebinding_set(held_out: Batch, cfg: MQARConfig) -> Batch:
+    """The held-out set's rebinding control, drawn from its own seed range (purpose 2)."""
+    return rebind(held_out, cfg, stream_rng(0, 0, purpose=2))
+
+
+def rebinding_self_test(held_out: Batch, cfg: MQARConfig, tolerance_se: float = 5.0) -> dict:
+    """Check the control does what it claims: the oracle re-derives every rebound target, and
+    a memoriser answering the original binding scores the rebinding floor (within
+    ``tolerance_se`` standard errors) rather than the 1.0 it scores on the held-out set."""
+    control = rebinding_set(held_out, cfg)
+    answered = held_out.targets != IGNORE
+    same = (held_out.targets == control.targets) & answered
+    per_row = same.sum(axis=1) / answered.sum(axis=1)  # the memoriser's accuracy per sequence
+    memoriser = float(per_row.mean())
+    floor = uniform_pair_hit(cfg.pairs, cfg.n_values)
+    se = float(per_row.std(ddof=1)) / math.sqrt(len(per_row)) if len(per_row) > 1 else 1.0
+    problems = oracle_check(control.tokens, control.targets, cfg)
+    ok = not problems and abs(memoriser - floor) <= tolerance_se * se
+    return {
+        "ok": bool(ok),
+        "memoriser_accuracy": memoriser,
+        "rebinding_floor": floor,
+        "tolerance": tolerance_se * se,
+        "oracle_problems": problems[:5],
+    }
+
+
 # --------------------------------------------------------------------------- floors
 
 
@@ -289,10 +342,27 @@ class MQARTask(Task):
     def floors(self) -> dict[str, float]:
         return floors(self.cfg)
 
-    def evaluate(self, model: Any, examples: int | None = None) -> dict[str, Any]:
+    def summary(self) -> str:
+        c = self.cfg
+        where = "query key" if c.answer == "key" else "MASK"
+        return f"K={c.pairs}, {c.n_keys} keys, {c.n_values} values, L={c.length}, answer at {where}"
+
+    def self_tests(self, held_out: Batch) -> dict[str, dict[str, Any]]:
+        return {"rebinding": rebinding_self_test(held_out, self.cfg)}
+
+    def evaluate(
+        self, model: Any, examples: int | None = None, rebinding: bool = False
+    ) -> dict[str, Any]:
         """Held-out accuracy on the stored evaluation set (all of it; ``examples`` is the count
-        the set was written with)."""
+        the set was written with); with ``rebinding``, also the accuracy on its rebinding
+        control (`rebind`), as ``rebinding_accuracy``."""
         from arbench.evaluate.recall import accuracy
 
         held_out = load_eval_set(self.data_dir)
-        return accuracy(model, held_out.tokens, held_out.targets)
+        scores = accuracy(model, held_out.tokens, held_out.targets)
+        if rebinding:
+            control = rebinding_set(held_out, self.cfg)
+            scores["rebinding_accuracy"] = accuracy(model, control.tokens, control.targets)[
+                "accuracy"
+            ]
+        return scores

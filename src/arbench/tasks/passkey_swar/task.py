@@ -155,6 +155,13 @@ class PasskeySwarTask(Task):
         width = int(split.lengths[rows].max())
         return Batch(split.tokens[rows, :width], split.targets[rows, :width])
 
+    def summary(self) -> str:
+        p = self.params
+        return (
+            f"{p.n_keys} keys, {p.n_values} values, window {p.w}, "
+            f"valid fraction {p.valid_frac}, {self.eval_split} split"
+        )
+
     def floors(self) -> dict[str, float]:
         """Chance levels from the params: uniform answers, and always answering NULL."""
         return {
