@@ -31,5 +31,5 @@ def one_of(names):
 
 wildcard_constraints:
     experiment=one_of(EXPERIMENTS),
-    arm="[a-z0-9_]+",
+    arm=r"[a-z0-9_]+(-[a-z_]+[0-9.e+-]+)?",
     seed=r"\d+",

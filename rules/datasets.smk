@@ -1,19 +1,20 @@
 # Data and its validation. Training depends on the oracle's report, so data that fails
 # validation can never train a model. A task declares its data kind:
-#   stream   held-out set written here, then the oracle checks it and a sample of every
-#            seed's training stream (batches are drawn on the fly during training);
+#   stream   held-out set written here, one per dataset (an experiment's task block, or each
+#            point of a grid over a task setting: arbench.plan), then the oracle checks it and
+#            a sample of every seed's training stream (batches are drawn on the fly);
 #   release  a published file set, one job per (subset, split), then one validation job.
 
 
 rule eval_set:
     output:
-        f"{R}/datasets/{{experiment}}/eval.npz",
+        f"{R}/datasets/{{dataset}}/eval.npz",
     log:
-        f"{R}/logs/eval_set/{{experiment}}.log",
+        f"{R}/logs/eval_set/{{dataset}}.log",
     benchmark:
-        f"{R}/benchmarks/eval_set/{{experiment}}.tsv"
+        f"{R}/benchmarks/eval_set/{{dataset}}.tsv"
     wildcard_constraints:
-        experiment=one_of(PLAN.experiments_with("stream")),
+        dataset=one_of(PLAN.datasets),
     conda:
         "../envs/torch.yaml"
     threads: 1
@@ -21,23 +22,23 @@ rule eval_set:
         mem_mb=1000,
         runtime=10,
     params:
-        task=lambda wc: EXPERIMENTS[wc.experiment]["task"],
-        examples=lambda wc: EXPERIMENTS[wc.experiment]["eval"]["examples"],
+        task=lambda wc: PLAN.datasets[wc.dataset]["task"],
+        examples=lambda wc: PLAN.datasets[wc.dataset]["examples"],
     script:
         "../scripts/eval_set.py"
 
 
 rule validate_stream:
     input:
-        f"{R}/datasets/{{experiment}}/eval.npz",
+        f"{R}/datasets/{{dataset}}/eval.npz",
     output:
-        f"{R}/datasets/{{experiment}}/oracle.json",
+        f"{R}/datasets/{{dataset}}/oracle.json",
     log:
-        f"{R}/logs/oracle/{{experiment}}.log",
+        f"{R}/logs/oracle/{{dataset}}.log",
     benchmark:
-        f"{R}/benchmarks/oracle/{{experiment}}.tsv"
+        f"{R}/benchmarks/oracle/{{dataset}}.tsv"
     wildcard_constraints:
-        experiment=one_of(PLAN.experiments_with("stream")),
+        dataset=one_of(PLAN.datasets),
     conda:
         "../envs/torch.yaml"
     threads: 1
@@ -45,9 +46,9 @@ rule validate_stream:
         mem_mb=1000,
         runtime=10,
     params:
-        task=lambda wc: EXPERIMENTS[wc.experiment]["task"],
-        seeds=lambda wc: EXPERIMENTS[wc.experiment]["seeds"],
-        batch=lambda wc: EXPERIMENTS[wc.experiment]["train"]["batch"],
+        task=lambda wc: PLAN.datasets[wc.dataset]["task"],
+        seeds=lambda wc: PLAN.datasets[wc.dataset]["seeds"],
+        batch=lambda wc: PLAN.datasets[wc.dataset]["batch"],
     script:
         "../scripts/validate_stream.py"
 

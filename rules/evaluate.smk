@@ -1,13 +1,14 @@
 # Held-out accuracy of each trained run. The model's shape is read from the run's own
-# record (final.json), so the job needs only the task, the held-out count and the arm's
-# evaluation options.
+# record (final.json), so the job needs only the task, the held-out count and the run arm's
+# evaluation options. The run is the shared one (arbench.plan: an identical run trained for
+# an earlier experiment is evaluated, not retrained).
 
 
 rule evaluate:
     input:
-        model=f"{R}/runs/{{experiment}}/{{arm}}/seed{{seed}}/model.pt",
-        final=f"{R}/runs/{{experiment}}/{{arm}}/seed{{seed}}/final.json",
-        data=lambda wc: PLAN.eval_inputs(wc.experiment),
+        model=lambda wc: f"{PLAN.run_dir(wc.experiment, wc.arm, wc.seed)}/model.pt",
+        final=lambda wc: f"{PLAN.run_dir(wc.experiment, wc.arm, wc.seed)}/final.json",
+        data=lambda wc: PLAN.eval_inputs(wc.experiment, wc.arm),
     output:
         f"{R}/evals/{{experiment}}/{{arm}}/seed{{seed}}.json",
     log:
@@ -21,9 +22,9 @@ rule evaluate:
         mem_mb=2000,
         runtime=10,
     params:
-        task=lambda wc: EXPERIMENTS[wc.experiment]["task"],
+        task=lambda wc: PLAN.task_settings(wc.experiment, wc.arm),
         examples=lambda wc: EXPERIMENTS[wc.experiment]["eval"]["examples"],
         options=lambda wc: PLAN.eval_options(wc.experiment, wc.arm),
-        data=lambda wc: PLAN.data_dir(wc.experiment),
+        data=lambda wc: PLAN.data_dir(wc.experiment, wc.arm),
     script:
         "../scripts/evaluate.py"

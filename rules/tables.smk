@@ -1,5 +1,5 @@
-# LaTeX tables rendered from jinja2 templates: each experiment's in its task's layout, and
-# the cell zoo at the reference arm's budget.
+# LaTeX tables rendered from jinja2 templates: each experiment's in its layout, the cell zoo
+# at the reference arm's budget, and the floors of every task setting the config trains on.
 
 
 rule table:
@@ -51,3 +51,30 @@ rule cells_table:
         name="{experiment}/{arm}".format(**CFG["zoo"]["reference"]),
     script:
         "../scripts/cells_table.py"
+
+
+rule floors_table:
+    input:
+        template="src/arbench/report/templates/floors.tex.j2",
+    output:
+        tex=report(
+            f"{R}/tables/floors.tex",
+            category="Tables",
+            caption="../docs/report/floors.rst",
+        ),
+        json=f"{R}/tables/floors.json",
+    log:
+        f"{R}/logs/tables/floors.log",
+    benchmark:
+        f"{R}/benchmarks/tables/floors.tsv"
+    conda:
+        "../envs/report.yaml"
+    threads: 1
+    resources:
+        mem_mb=500,
+        runtime=5,
+    params:
+        blocks=PLAN.task_blocks(),
+        scale=SCALE,
+    script:
+        "../scripts/floors_table.py"

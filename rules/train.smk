@@ -1,11 +1,12 @@
-# One job per (experiment, arm, seed). Resumes from its own checkpoint after a kill. Each job
-# receives only what it reads (the task block, the arm's model, the train block; the seed is
-# its wildcard), so editing a title, a contrast or a threshold re-plans no training job.
+# One job per (experiment, run arm, seed). Resumes from its own checkpoint after a kill. Each
+# job receives only what it reads (the run arm's task block, model and train block; the seed is
+# its wildcard), so editing a title, a contrast or a threshold re-plans no training job. A run
+# that an earlier experiment trains identically is never requested here (arbench.plan).
 
 
 rule train:
     input:
-        gate=lambda wc: PLAN.gate(wc.experiment),
+        gate=lambda wc: PLAN.gate(wc.experiment, wc.arm),
     output:
         final=f"{R}/runs/{{experiment}}/{{arm}}/seed{{seed}}/final.json",
         model=f"{R}/runs/{{experiment}}/{{arm}}/seed{{seed}}/model.pt",
@@ -19,13 +20,13 @@ rule train:
     threads: THREADS
     resources:
         mem_mb=2000,
-        runtime=lambda wc: PLAN.train_minutes(wc.experiment),
+        runtime=lambda wc: PLAN.train_minutes(wc.experiment, wc.arm),
         gpu=1 if SCALE == "paper" else 0,
     params:
-        task=lambda wc: EXPERIMENTS[wc.experiment]["task"],
+        task=lambda wc: PLAN.task_settings(wc.experiment, wc.arm),
         model=lambda wc: PLAN.model(wc.experiment, wc.arm),
-        train=lambda wc: EXPERIMENTS[wc.experiment]["train"],
-        data=lambda wc: PLAN.data_dir(wc.experiment),
+        train=lambda wc: PLAN.train_settings(wc.experiment, wc.arm),
+        data=lambda wc: PLAN.data_dir(wc.experiment, wc.arm),
         scale=SCALE,
     script:
         "../scripts/train.py"

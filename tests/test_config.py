@@ -62,6 +62,30 @@ def test_scales_shrink_the_protocol() -> None:
         ),
         (lambda c: c["bench"]["stream"].update(experiment="nope"), "bench.stream.experiment"),
         (
+            lambda c: c["experiments"]["capacity"]["grid"].update(key="pairs"),
+            "experiments.capacity.grid.key",
+        ),
+        (
+            lambda c: c["experiments"]["capacity"]["grid"].update(values=[4, 4]),
+            "experiments.capacity.grid.values: [4, 4] repeats a value",
+        ),
+        (
+            lambda c: c["experiments"]["lr_sweep"]["grid"].update(values=[1e-3, 2e-3]),
+            "must include the shared default train.lr=0.006",
+        ),
+        (
+            lambda c: c["experiments"]["capacity"]["grid"].update(values=[4, 256]),
+            "experiments.capacity.task (grid task.pairs=256)",
+        ),
+        (
+            lambda c: c["experiments"]["transition"]["eval"].update(rebind=True),
+            "experiments.transition.eval.rebind: task 'mqar' takes no evaluation option",
+        ),
+        (
+            lambda c: c["experiments"]["mamba2"]["arms"]["mamba2"].update(qk_bias=1.0),
+            "experiments.mamba2.arms.mamba2.qk_bias",
+        ),
+        (
             lambda c: (
                 c.update(scale="demo")
                 or c["scales"]["demo"]["multiply"].update({"experiments.*.nope": 2})
@@ -90,6 +114,48 @@ def test_an_unknown_arm_key_fails_naming_arm_key_and_the_accepted_ones() -> None
     cfg["experiments"]["factorial"]["model"]["cell_options"]["hedas"] = 2
     with pytest.raises(config.ConfigError, match=r"factorial\.model\.cell_options\.hedas"):
         config.resolve(cfg)
+
+
+def test_a_grid_runs_every_arm_at_every_value() -> None:
+    exp = config.resolve(copy.deepcopy(RAW))["experiments"]["lr_sweep"]
+    arms = config.run_arms(exp)
+    assert len(arms) == len(exp["arms"]) * len(exp["grid"]["values"])
+    assert arms[:2] == ["delta-lr0.002", "delta-lr0.0035"]
+    assert config.point_of(exp, "mamba2-lr0.011") == ("mamba2", 0.011)
+    assert config.train_settings(exp, "mamba2-lr0.011")["lr"] == 0.011
+    assert exp["train"]["lr"] == 0.006  # the block itself is never edited
+    assert config.task_settings(exp, "mamba2-lr0.011") == exp["task"]
+    with pytest.raises(KeyError, match="not a run arm"):
+        config.point_of(exp, "mamba2-lr0.5")
+    capacity = config.resolve(copy.deepcopy(RAW))["experiments"]["capacity"]
+    assert config.task_settings(capacity, "delta-pairs128")["pairs"] == 128
+    assert config.model_settings(capacity, "delta-pairs128")["cell"] == "delta_rule"
+
+
+def test_a_scale_rewrite_of_one_experiment_never_reaches_its_aliases() -> None:
+    # the MQAR experiments share their train block through a YAML anchor; the demo sets the
+    # factorial's steps and multiplies every experiment's once, never one shared dict twice
+    raw = yaml.safe_load((ROOT / "config.yaml").read_text())
+    exps = raw["experiments"]
+    assert exps["factorial"]["train"] is exps["transition"]["train"]  # aliased as loaded
+    raw["scales"]["demo"]["set"]["experiments.factorial.train.steps"] = 123
+    demo = config.resolve(raw | {"scale": "demo"})["experiments"]
+    assert demo["factorial"]["train"]["steps"] == 123
+    assert demo["transition"]["train"]["steps"] == 1000  # 4000 x 0.25, once
+    assert demo["transition"]["train"] is not demo["factorial"]["train"]
+
+
+def test_an_arm_whose_cell_cannot_run_here_is_skipped_with_its_reason() -> None:
+    cfg = config.resolve(copy.deepcopy(RAW))
+    exp = cfg["experiments"]["mamba2"]
+    from arbench.cells import CELLS
+
+    if CELLS["mamba2_fused"].unavailable_reason() is None:
+        pytest.skip("mamba_ssm is importable here: the fused arm runs")
+    assert "mamba2_fused" not in exp["arms"]
+    assert "mamba_ssm" in exp["skipped"]["arms"]["mamba2_fused"]
+    assert [c["a"] for c in exp["skipped"]["contrasts"]] == ["mamba2_fused"]
+    assert all("mamba2_fused" not in (c["a"], c["b"]) for c in exp["contrasts"])
 
 
 def test_release_settings_have_one_source() -> None:

@@ -28,7 +28,10 @@ def test_roots_per_scale() -> None:
 def test_every_path_is_under_the_scale_root(scale: str) -> None:
     plan = _plan(scale)
     paths = [*plan.targets(), *plan.run_files("factorial", "final.json")]
-    paths += [plan.gate(e) for e in plan.experiments] + plan.release_sidecars("passkey_swar")
+    paths += [
+        plan.gate(e, a) for e in plan.experiments for a in config.run_arms(plan.experiments[e])
+    ]
+    paths += plan.release_sidecars("passkey_swar")
     prefix = "results/" if scale == "paper" else f"results/{scale}/"
     assert all(p.startswith(prefix) for p in paths)
     if scale == "paper":  # never inside another scale's folder
@@ -37,13 +40,20 @@ def test_every_path_is_under_the_scale_root(scale: str) -> None:
 
 def test_data_follows_the_task_declaration() -> None:
     plan = _plan("demo")
-    assert plan.experiments_with("stream") == ["factorial"]
     assert plan.experiments_with("release") == ["passkey_swar"]
-    assert plan.gate("factorial") == "results/demo/datasets/factorial/oracle.json"
-    assert plan.eval_inputs("factorial") == ["results/demo/datasets/factorial/eval.npz"]
-    assert plan.data_dir("passkey_swar") == "results/demo/datasets/passkey_swar"
-    assert plan.gate("passkey_swar") == "results/demo/datasets/passkey_swar/oracle_report.json"
+    assert "factorial" in plan.experiments_with("stream")
+    assert plan.gate("factorial", "delta") == "results/demo/datasets/factorial/oracle.json"
+    assert plan.eval_inputs("factorial", "delta") == [
+        "results/demo/datasets/factorial/eval.npz",
+        "results/demo/datasets/factorial/oracle.json",  # a shared run's scoring is gated too
+    ]
+    assert plan.data_dir("passkey_swar", "gated_deltanet") == "results/demo/datasets/passkey_swar"
+    assert (
+        plan.gate("passkey_swar", "gated_deltanet")
+        == "results/demo/datasets/passkey_swar/oracle_report.json"
+    )
     assert (plan.layout("factorial"), plan.layout("passkey_swar")) == ("bars", "sweep")
+    assert plan.layout("capacity") == "grid"
     assert len(plan.release_splits("passkey_swar")) == 4 + 2 * 10
 
 
@@ -62,3 +72,45 @@ def test_jobs_receive_only_what_they_read() -> None:
     assert one["examples"] == 100_000 and one["split_seeds"] == {"train": 1}
     ref = plan.reference(plan.cfg["zoo"]["reference"])
     assert ref["task"]["name"] == "mqar" and ref["model"]["cell"] == "delta_rule"
+
+
+def test_a_grid_over_a_task_setting_gives_each_value_its_own_dataset() -> None:
+    plan = _plan("paper")
+    assert plan.dataset("transition", "delta-pairs16") == "transition-pairs16"
+    assert plan.datasets["transition-pairs16"]["task"]["pairs"] == 16
+    assert plan.task_settings("capacity", "mamba2-pairs128")["pairs"] == 128
+    # a grid over a training setting keeps the experiment's one dataset
+    assert plan.dataset("lr_sweep", "delta-lr0.002") == "lr_sweep"
+    assert plan.train_settings("lr_sweep", "delta-lr0.002")["lr"] == 0.002
+    assert plan.train_settings("lr_sweep", "delta-lr0.002")["steps"] == 4000
+
+
+def test_identical_runs_are_trained_once() -> None:
+    plan = _plan("paper")
+    factorial = "results/runs/factorial/delta/seed3"
+    assert plan.run_dir("transition", "delta-pairs32", 3) == factorial
+    assert plan.run_dir("decay", "delta", 3) == factorial
+    assert plan.run_dir("lr_sweep", "delta-lr0.006", 3) == factorial
+    assert plan.run_dir("mamba2", "delta-pairs32", 3) == factorial  # its q/k options per arm
+    # the decay experiment's seeds beyond the factorial's ten are its own
+    assert plan.run_dir("decay", "delta", 15) == "results/runs/decay/delta/seed15"
+    assert plan.run_dir("transition", "delta-pairs16", 0) == (
+        "results/runs/transition/delta-pairs16/seed0"
+    )
+    assert plan.run_dir("lr_sweep", "delta-lr0.002", 0) == (
+        "results/runs/lr_sweep/delta-lr0.002/seed0"
+    )
+    total = sum(len(plan.run_files(e, "final.json")) for e in plan.experiments)
+    assert plan.trainings() < total
+    assert plan.trainings() == len(
+        {p for e in plan.experiments for p in plan.run_files(e, "final.json")}
+    )
+
+
+def test_the_floors_table_reads_every_task_block() -> None:
+    plan = _plan("paper")
+    blocks = plan.task_blocks()
+    pairs = sorted(b["task"]["pairs"] for b in blocks if b["experiment"] == "capacity")
+    assert pairs == [4, 8, 16, 32, 64, 128]
+    assert {b["experiment"] for b in blocks} == set(plan.experiments)
+    assert f"{plan.root}/tables/floors.tex" in plan.targets()

@@ -5,6 +5,11 @@
 segment matches every key at that level, e.g. every experiment). Validation is
 a JSON schema plus semantic checks, so a bad config fails before any job runs
 and names the offending key.
+
+An experiment may declare a `grid`: one setting (``task.pairs``, ``train.lr``, ...) taking
+each of a list of values. Every arm then runs at every value, as the *run arm*
+``<arm>-<leaf><value>`` (e.g. ``delta-pairs16``); `run_arms`, `point_of` and the
+``*_settings`` functions below are the one place that expansion is spelled out.
 """
 
 from __future__ import annotations
@@ -50,9 +55,15 @@ def _paths(tree: dict[str, Any], dotted: str) -> list[tuple[dict[str, Any], str,
     return found
 
 
+def dealias(config: dict[str, Any]) -> dict[str, Any]:
+    """A copy in which no two keys share one object. YAML anchors (``*mqar_train``) load as
+    one shared dict, and a scale rewrite of one experiment must not reach the others."""
+    return json.loads(json.dumps(config))
+
+
 def apply_scale(config: dict[str, Any]) -> dict[str, Any]:
-    """Return a deep copy of ``config`` with its chosen scale's rewrites applied."""
-    cfg = copy.deepcopy(config)
+    """Return an unaliased copy of ``config`` with its chosen scale's rewrites applied."""
+    cfg = dealias(config)
     scale = cfg.get("scale", "paper")
     scales = cfg.get("scales", {})
     if scale not in scales:
@@ -171,29 +182,75 @@ def _check_arm(where: str, exp: dict[str, Any], arm: str) -> None:
 
 
 def _check_reference(where: str, ref: dict[str, str], cfg: dict[str, Any]) -> None:
-    """A {experiment, arm} pointer names an experiment and one of its arms."""
+    """A {experiment, arm} pointer names an experiment and one of its run arms."""
     exp = cfg["experiments"].get(ref["experiment"])
     if exp is None:
         raise ConfigError(
             f"{where}.experiment: {ref['experiment']!r} not one of {sorted(cfg['experiments'])}"
         )
-    if ref["arm"] not in exp["arms"]:
-        raise ConfigError(f"{where}.arm: {ref['arm']!r} is not an arm of {ref['experiment']}")
+    if ref["arm"] not in grid_points(exp):
+        raise ConfigError(
+            f"{where}.arm: {ref['arm']!r} is not a run arm of {ref['experiment']}; "
+            f"known: {run_arms(exp)}"
+        )
+
+
+def _check_grid(where: str, exp: dict[str, Any]) -> None:
+    """A grid key points into the task, model or train block, its values are distinct, and a
+    tuned grid holds the block's own value (the shared default it is reported against)."""
+    grid = exp["grid"]
+    key, values = grid["key"], grid["values"]
+    first = key.split(".")[0]
+    if first not in GRID_BLOCKS or "." not in key:
+        raise ConfigError(
+            f"{where}.grid.key: {key!r} must name a setting inside one of {GRID_BLOCKS}"
+        )
+    if len({json.dumps(v) for v in values}) != len(values):
+        raise ConfigError(f"{where}.grid.values: {values} repeats a value")
+    if grid.get("tune") and grid_default(exp) not in values:
+        raise ConfigError(
+            f"{where}.grid.values: a tuned grid must include the shared default "
+            f"{key}={grid_default(exp)!r}"
+        )
+
+
+def _check_eval_block(where: str, exp: dict[str, Any]) -> None:
+    """Every key of an eval block but `examples` is an option of the task's evaluator."""
+    from arbench.tasks import task_class
+
+    evaluator = task_class(exp["task"]["name"])
+    takes = evaluator.eval_option_names()
+    for key in exp["eval"]:
+        if key != "examples" and key not in takes:
+            raise ConfigError(
+                f"{where}.eval.{key}: task {evaluator.name!r} takes no evaluation option "
+                f"{key!r}; it takes {sorted(takes)}"
+            )
 
 
 def semantic_checks(cfg: dict[str, Any]) -> None:
     """Checks a schema cannot express; raise ConfigError naming the key."""
-    from arbench.tasks import build_task
+    from arbench.tasks import build_task, task_class
 
     for name, exp in cfg["experiments"].items():
         where = f"experiments.{name}"
-        try:
-            build_task(exp["task"])
-        except (ValueError, KeyError, TypeError) as e:
-            raise ConfigError(f"{where}.task: {e}") from e
-        tr = exp["train"]
-        if tr["warmup"] >= tr["steps"]:
-            raise ConfigError(f"{where}.train.warmup={tr['warmup']} must be < steps={tr['steps']}")
+        if name in cfg.get("releases", {}) and task_class(exp["task"]["name"]).data == "stream":
+            raise ConfigError(f"{where}: its held-out set would share release {name!r}'s folder")
+        if exp.get("grid"):
+            _check_grid(where, exp)
+        _check_eval_block(where, exp)
+        points = grid_points(exp)
+        for run_arm, (_, value) in points.items():
+            at = "" if value is None else f" (grid {exp['grid']['key']}={value_label(value)})"
+            try:
+                build_task(task_settings(exp, run_arm))
+            except (ValueError, KeyError, TypeError) as e:
+                raise ConfigError(f"{where}.task{at}: {e}") from e
+            tr = train_settings(exp, run_arm)
+            if tr["warmup"] >= tr["steps"]:
+                raise ConfigError(
+                    f"{where}.train.warmup={tr['warmup']} must be < steps={tr['steps']}{at}"
+                )
         for arm in exp["arms"]:
             _check_arm(where, exp, arm)
         for i, c in enumerate(exp.get("contrasts", [])):
@@ -206,6 +263,33 @@ def semantic_checks(cfg: dict[str, Any]) -> None:
     _check_reference("bench.stream", cfg["bench"]["stream"], cfg)
 
 
+def skip_unavailable(cfg: dict[str, Any]) -> None:
+    """Drop, in place, every arm whose cell cannot run here (an optional package is missing)
+    and every contrast that names one, recording each with its reason under the experiment's
+    ``skipped`` key, so its table can say what was not run and why."""
+    from arbench.cells import CELLS
+
+    for name, exp in cfg["experiments"].items():
+        skipped: dict[str, str] = {}
+        for arm, spec in list(exp["arms"].items()):
+            reason = CELLS[spec["cell"]].unavailable_reason()
+            if reason:
+                skipped[arm] = reason
+                del exp["arms"][arm]
+        if not skipped:
+            continue
+        if not exp["arms"]:
+            raise ConfigError(f"experiments.{name}.arms: none can run here: {skipped}")
+        exp["skipped"] = {
+            "arms": skipped,
+            "contrasts": [
+                c for c in exp.get("contrasts", []) if c["a"] in skipped or c["b"] in skipped
+            ],
+        }
+        dropped = exp["skipped"]["contrasts"]
+        exp["contrasts"] = [c for c in exp.get("contrasts", []) if c not in dropped]
+
+
 def validate(cfg: dict[str, Any]) -> None:
     """Schema-validate a raw config, naming the failing key path and allowed values."""
     schema = json.loads(SCHEMA.read_text())
@@ -216,6 +300,7 @@ def validate(cfg: dict[str, Any]) -> None:
 
 def resolve(config: dict[str, Any]) -> dict[str, Any]:
     """Validate the raw config, apply its scale, and check the result."""
+    config = dealias(config)
     validate(config)
     cfg = apply_scale(config)
     validate(cfg)
@@ -223,6 +308,7 @@ def resolve(config: dict[str, Any]) -> dict[str, Any]:
         _check_release(name, block)
     merge_releases(cfg)
     semantic_checks(cfg)
+    skip_unavailable(cfg)
     return cfg
 
 
@@ -234,6 +320,74 @@ def load(path: str | Path = ROOT / "config.yaml", **overrides: Any) -> dict[str,
 
 
 EVAL_PREFIX = "eval_"  # an arm's keys with this prefix are options of the task's evaluator
+GRID_BLOCKS = ("task", "model", "train")  # the blocks a grid key may point into
+
+
+def value_label(value: Any) -> str:
+    """A grid value as it appears in a run arm's name: 16, 0.006, 1e-05."""
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def grid_points(exp: dict[str, Any]) -> dict[str, tuple[str, Any]]:
+    """Every run arm of an experiment (arm-major, in config order) -> (its arm, its grid
+    value); without a grid each arm is its own run arm, at value None."""
+    grid = exp.get("grid")
+    if not grid:
+        return {arm: (arm, None) for arm in exp["arms"]}
+    leaf = grid["key"].split(".")[-1]
+    return {
+        f"{arm}-{leaf}{value_label(v)}": (arm, v) for arm in exp["arms"] for v in grid["values"]
+    }
+
+
+def run_arms(exp: dict[str, Any]) -> list[str]:
+    """The run arms of an experiment: one per (arm, grid value)."""
+    return list(grid_points(exp))
+
+
+def point_of(exp: dict[str, Any], run_arm: str) -> tuple[str, Any]:
+    """(arm, grid value) of a run arm; a KeyError names the known run arms."""
+    points = grid_points(exp)
+    if run_arm not in points:
+        raise KeyError(f"{run_arm!r} is not a run arm; known: {sorted(points)}")
+    return points[run_arm]
+
+
+def grid_default(exp: dict[str, Any]) -> Any:
+    """The value the experiment's own block gives the grid key (the shared default)."""
+    path = exp["grid"]["key"].split(".")
+    node: Any = exp
+    for part in path:
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def settings_block(exp: dict[str, Any], block: str, run_arm: str) -> dict[str, Any]:
+    """The experiment's ``block`` ("task", "model" or "train") as one run arm sees it: the
+    grid key, where it points into this block, set to the run arm's value."""
+    _, value = point_of(exp, run_arm)
+    out = copy.deepcopy(exp[block])
+    grid = exp.get("grid")
+    if grid is not None:
+        first, *middle, leaf = grid["key"].split(".")
+        if first == block:
+            node = out
+            for part in middle:
+                node = node.setdefault(part, {})
+            node[leaf] = value
+    return out
+
+
+def task_settings(exp: dict[str, Any], run_arm: str) -> dict[str, Any]:
+    """The task block a run arm trains and is evaluated on."""
+    return settings_block(exp, "task", run_arm)
+
+
+def train_settings(exp: dict[str, Any], run_arm: str) -> dict[str, Any]:
+    """The train block a run arm trains with."""
+    return settings_block(exp, "train", run_arm)
 
 
 def cell_options_of(spec: dict[str, Any]) -> dict[str, Any]:
@@ -241,17 +395,20 @@ def cell_options_of(spec: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in spec.items() if k != "cell" and not k.startswith(EVAL_PREFIX)}
 
 
-def eval_options(exp: dict[str, Any], arm: str) -> dict[str, Any]:
-    """An arm's evaluation options: its keys prefixed `eval_`, prefix removed."""
-    spec = exp["arms"][arm]
-    return {k[len(EVAL_PREFIX) :]: v for k, v in spec.items() if k.startswith(EVAL_PREFIX)}
+def eval_options(exp: dict[str, Any], run_arm: str) -> dict[str, Any]:
+    """A run arm's evaluation options: the experiment's eval block (its `examples` aside)
+    under the arm's keys prefixed `eval_` (prefix removed)."""
+    spec = exp["arms"][point_of(exp, run_arm)[0]]
+    shared = {k: v for k, v in exp["eval"].items() if k != "examples"}
+    own = {k[len(EVAL_PREFIX) :]: v for k, v in spec.items() if k.startswith(EVAL_PREFIX)}
+    return {**shared, **own}
 
 
-def model_settings(exp: dict[str, Any], arm: str) -> dict[str, Any]:
-    """One arm's model: the backbone from the experiment, the cell and its knobs from the arm
-    (the `ModelConfig` fields but the vocabulary, which the task sets)."""
-    m = exp["model"]
-    spec = exp["arms"][arm]
+def model_settings(exp: dict[str, Any], run_arm: str) -> dict[str, Any]:
+    """One run arm's model: the backbone from the experiment, the cell and its knobs from the
+    arm (the `ModelConfig` fields but the vocabulary, which the task sets)."""
+    m = settings_block(exp, "model", run_arm)
+    spec = exp["arms"][point_of(exp, run_arm)[0]]
     return {
         "d_model": m["d_model"],
         "layers": m["layers"],

@@ -1,15 +1,35 @@
 """The workflow's view of a resolved config: where each scale's results go, what each job
 reads, and what each task declares (its data kind and report layout).
 
+Two things are decided here once, for every rule:
+
+* **datasets**: a stream task's held-out set and oracle report live in
+  ``datasets/<dataset>/``, one per distinct task block an experiment trains on: the
+  experiment's name, or ``<experiment>-<leaf><value>`` for each value of a grid over a task
+  setting.
+* **shared runs**: a run is identified by what it trains (task, model and train blocks, and
+  the seed), never by the experiment that asks for it. Every (experiment, run arm, seed) maps
+  to the first identical run in config order, so the transition table's K = 32 rows and the
+  factorial's are the same trained models, trained once.
+
 `rules/common.smk` calls these so that the rules stay generic over experiments and never
 branch on a task or cell name; each function here is plain Python, tested without Snakemake.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from arbench.config import eval_options, model_settings
+from arbench.config import (
+    eval_options,
+    grid_points,
+    model_settings,
+    run_arms,
+    task_settings,
+    train_settings,
+    value_label,
+)
 from arbench.tasks import Task, task_class
 from arbench.tasks.base import Release
 
@@ -31,6 +51,8 @@ class Plan:
         self.root = results_root(self.scale)
         self.experiments: dict[str, dict[str, Any]] = cfg["experiments"]
         self.releases: dict[str, dict[str, Any]] = cfg.get("releases", {})
+        self.datasets = self._datasets()
+        self._runs = self._shared_runs()
 
     # ------------------------------------------------------------------ what tasks declare
 
@@ -43,33 +65,73 @@ class Plan:
         return [name for name in self.experiments if self.task(name).data == data]
 
     def layout(self, experiment: str) -> str:
-        """The report layout ("bars", "sweep") that renders an experiment's table and figure."""
+        """The report layout that renders an experiment's table and figure: "grid" for an
+        experiment with a grid, else the one its task declares ("bars", "sweep")."""
+        if self.experiments[experiment].get("grid"):
+            return "grid"
         return self.task(experiment).layout
 
     # ------------------------------------------------------------------ data
 
-    def data_dir(self, experiment: str) -> str:
-        """The folder of an experiment's validated data: its own held-out set for a stream
-        task, the named release for a release task."""
+    def _datasets(self) -> dict[str, dict[str, Any]]:
+        """Every stream dataset: name -> the task block, held-out count, seeds and batch its
+        oracle checks (see the module docstring)."""
+        out: dict[str, dict[str, Any]] = {}
+        for name, exp in self.experiments.items():
+            if task_class(exp["task"]["name"]).data != "stream":
+                continue
+            for run_arm in run_arms(exp):
+                dataset = self.dataset(name, run_arm)
+                out.setdefault(
+                    dataset,
+                    {
+                        "task": task_settings(exp, run_arm),
+                        "examples": exp["eval"]["examples"],
+                        "seeds": exp["seeds"],
+                        "batch": train_settings(exp, run_arm)["batch"],
+                    },
+                )
+        return out
+
+    def dataset(self, experiment: str, run_arm: str) -> str:
+        """The stream dataset a run arm reads: the experiment's own, or its grid point's when
+        the grid sweeps a task setting."""
+        exp = self.experiments[experiment]
+        grid = exp.get("grid")
+        if grid is None or not grid["key"].startswith("task."):
+            return experiment
+        _, value = grid_points(exp)[run_arm]
+        return f"{experiment}-{grid['key'].split('.')[-1]}{value_label(value)}"
+
+    def task_settings(self, experiment: str, run_arm: str) -> dict[str, Any]:
+        return task_settings(self.experiments[experiment], run_arm)
+
+    def train_settings(self, experiment: str, run_arm: str) -> dict[str, Any]:
+        return train_settings(self.experiments[experiment], run_arm)
+
+    def data_dir(self, experiment: str, run_arm: str) -> str:
+        """The folder of a run arm's validated data: its stream dataset's, or the named
+        release for a release task."""
         if self.task(experiment).data == "release":
             return self.release_dir(self.experiments[experiment]["task"]["release"])
-        return f"{self.root}/datasets/{experiment}"
+        return f"{self.root}/datasets/{self.dataset(experiment, run_arm)}"
 
     def release_dir(self, release: str) -> str:
         return f"{self.root}/datasets/{release}"
 
-    def gate(self, experiment: str) -> str:
-        """The validation report that must exist before any run of the experiment trains."""
+    def gate(self, experiment: str, run_arm: str) -> str:
+        """The validation report that must exist before the run arm trains."""
         if self.task(experiment).data == "release":
-            return f"{self.data_dir(experiment)}/oracle_report.json"
-        return f"{self.data_dir(experiment)}/oracle.json"
+            return f"{self.data_dir(experiment, run_arm)}/oracle_report.json"
+        return f"{self.data_dir(experiment, run_arm)}/oracle.json"
 
-    def eval_inputs(self, experiment: str) -> list[str]:
-        """The data files evaluation reads (besides the run): the held-out set, or the gate of
-        the validated release."""
+    def eval_inputs(self, experiment: str, run_arm: str) -> list[str]:
+        """The data files evaluation reads (besides the run), with the gate that validated
+        them: a shared run is scored on a held-out set its own training never gated."""
+        gate = self.gate(experiment, run_arm)
         if self.task(experiment).data == "release":
-            return [self.gate(experiment)]
-        return [f"{self.data_dir(experiment)}/eval.npz"]
+            return [gate]
+        return [f"{self.data_dir(experiment, run_arm)}/eval.npz", gate]
 
     def _release(self, release: str) -> tuple[Release, dict[str, Any]]:
         """A release's writer/validator (its task's `Release`) and its config block."""
@@ -100,15 +162,37 @@ class Plan:
 
     # ------------------------------------------------------------------ runs
 
-    def run_dir(self, experiment: str, arm: str, seed: int) -> str:
-        return f"{self.root}/runs/{experiment}/{arm}/seed{seed}"
+    def _shared_runs(self) -> dict[tuple[str, str, int], tuple[str, str]]:
+        """(experiment, run arm, seed) -> the (experiment, run arm) whose identical run trains
+        it: the first in config order with the same task, model and train blocks."""
+        first: dict[tuple[str, int], tuple[str, str]] = {}
+        out: dict[tuple[str, str, int], tuple[str, str]] = {}
+        for name, exp in self.experiments.items():
+            for run_arm in run_arms(exp):
+                ident = json.dumps(
+                    [
+                        task_settings(exp, run_arm),
+                        model_settings(exp, run_arm),
+                        train_settings(exp, run_arm),
+                    ],
+                    sort_keys=True,
+                )
+                for seed in range(exp["seeds"]):
+                    out[(name, run_arm, seed)] = first.setdefault((ident, seed), (name, run_arm))
+        return out
+
+    def run_dir(self, experiment: str, run_arm: str, seed: int) -> str:
+        """Where the run an (experiment, run arm, seed) evaluates is trained: its shared
+        run's folder (its own unless an earlier experiment trains the identical run)."""
+        owner, arm = self._runs.get((experiment, run_arm, int(seed)), (experiment, run_arm))
+        return f"{self.root}/runs/{owner}/{arm}/seed{seed}"
 
     def run_files(self, experiment: str, name: str) -> list[str]:
-        """One file per (arm, seed) of an experiment, e.g. every final.json."""
+        """One file per (run arm, seed) of an experiment, e.g. every final.json."""
         exp = self.experiments[experiment]
         return [
             f"{self.run_dir(experiment, arm, seed)}/{name}"
-            for arm in exp["arms"]
+            for arm in run_arms(exp)
             for seed in range(exp["seeds"])
         ]
 
@@ -116,32 +200,50 @@ class Plan:
         exp = self.experiments[experiment]
         return [
             f"{self.root}/evals/{experiment}/{arm}/seed{seed}.json"
-            for arm in exp["arms"]
+            for arm in run_arms(exp)
             for seed in range(exp["seeds"])
         ]
 
-    def model(self, experiment: str, arm: str) -> dict[str, Any]:
-        """What a training job needs to build an arm's model (the task sets the vocabulary)."""
-        return model_settings(self.experiments[experiment], arm)
+    def trainings(self) -> int:
+        """How many distinct runs the whole config trains (shared runs counted once)."""
+        return len({(*owner, seed) for (_, _, seed), owner in self._runs.items()})
 
-    def eval_options(self, experiment: str, arm: str) -> dict[str, Any]:
-        return eval_options(self.experiments[experiment], arm)
+    def model(self, experiment: str, run_arm: str) -> dict[str, Any]:
+        """What a training job needs to build a run arm's model (the task sets the vocabulary)."""
+        return model_settings(self.experiments[experiment], run_arm)
 
-    def train_minutes(self, experiment: str) -> int:
+    def eval_options(self, experiment: str, run_arm: str) -> dict[str, Any]:
+        return eval_options(self.experiments[experiment], run_arm)
+
+    def train_minutes(self, experiment: str, run_arm: str) -> int:
         """Minutes to ask a scheduler for: generous for the CPU, far more than a GPU needs."""
-        return max(10, self.experiments[experiment]["train"]["steps"] // 20)
+        return max(10, self.train_settings(experiment, run_arm)["steps"] // 20)
 
     # ------------------------------------------------------------------ the zoo and the bench
 
     def reference(self, pointer: dict[str, str]) -> dict[str, Any]:
         """The task settings and model of an {experiment, arm} pointer (zoo, bench)."""
         exp = self.experiments[pointer["experiment"]]
-        return {"task": exp["task"], "model": model_settings(exp, pointer["arm"])}
+        arm = pointer["arm"]
+        return {"task": task_settings(exp, arm), "model": model_settings(exp, arm)}
+
+    def task_blocks(self) -> list[dict[str, Any]]:
+        """Every (experiment, task block) the config trains on, one per grid point: what the
+        floors table reads."""
+        out = []
+        for name, exp in self.experiments.items():
+            seen: list[dict[str, Any]] = []
+            for run_arm in run_arms(exp):
+                task = task_settings(exp, run_arm)
+                if task not in seen:
+                    seen.append(task)
+                    out.append({"experiment": name, "task": task})
+        return out
 
     def targets(self) -> list[str]:
         """Everything `rule all` builds: every experiment's table and figure, the cell table
         and the benchmark."""
-        out = [f"{self.root}/tables/cells.tex"]
+        out = [f"{self.root}/tables/{name}.tex" for name in ("cells", "floors")]
         out += [f"{self.root}/bench/cells.{ext}" for ext in ("json", "png")]
         for name in self.experiments:
             out += [f"{self.root}/tables/{name}.tex"]

@@ -9,7 +9,8 @@ import pytest
 
 BARS = {
     "title": "A factorial_like & table",
-    "task": {"name": "mqar", "pairs": 4, "n_keys": 8, "n_values": 8},
+    # 20 values: chance is below 10 x 1/20 = 0.5, so "plain" (mean 0.28) is chance, "armed" not
+    "task": {"name": "mqar", "pairs": 4, "n_keys": 8, "n_values": 20},
     "model": {"d_model": 16, "layers": 2},
     "train": {"steps": 10, "batch": 4, "lr": 1e-3, "warmup": 1},
     "eval": {"examples": 50},
@@ -84,3 +85,72 @@ def bars_experiment() -> dict[str, Any]:
 @pytest.fixture
 def sweep_experiment() -> dict[str, Any]:
     return SWEEP
+
+
+GRID = {
+    **BARS,
+    "title": "A grid",
+    "eval": {"examples": 50, "rebinding": True},
+    "grid": {"key": "task.pairs", "values": [2, 4]},
+}
+TUNED = {
+    **BARS,
+    "title": "A tuned grid",
+    "train": {**BARS["train"], "lr": 2e-3},
+    "grid": {"key": "train.lr", "values": [1e-3, 2e-3, 4e-3], "tune": True},
+}
+# per (arm, value): five seeds' accuracies; "plain" is best at the largest rate
+GRID_SCORES = {
+    ("armed", 0): [0.99, 0.98, 0.97, 0.99, 0.96],
+    ("armed", 1): [0.9, 0.95, 0.5, 0.92, 0.93],
+    ("armed", 2): [0.6, 0.55, 0.7, 0.5, 0.65],
+    ("plain", 0): [0.1, 0.12, 0.11, 0.08, 0.09],
+    ("plain", 1): [0.2, 0.1, 0.15, 0.12, 0.11],
+    ("plain", 2): [0.4, 0.95, 0.3, 0.35, 0.92],
+}
+
+
+def grid_evals_for(exp: dict[str, Any]) -> list[dict[str, Any]]:
+    from arbench.config import run_arms
+
+    out = []
+    for run_arm in run_arms(exp):
+        arm, value = run_arm.split("-")[0], exp["grid"]["values"].index(_value(exp, run_arm))
+        for seed, acc in enumerate(GRID_SCORES[(arm, value)]):
+            ev = _eval(arm, seed, acc, False)
+            ev["arm"] = run_arm
+            if exp["eval"].get("rebinding"):
+                ev["scores"]["rebinding_accuracy"] = acc - 0.01
+            out.append(ev)
+    return out
+
+
+def _value(exp: dict[str, Any], run_arm: str) -> Any:
+    from arbench.config import point_of
+
+    return point_of(exp, run_arm)[1]
+
+
+@pytest.fixture
+def grid_experiment() -> dict[str, Any]:
+    return GRID
+
+
+@pytest.fixture
+def grid_evals() -> list[dict[str, Any]]:
+    return grid_evals_for(GRID)
+
+
+@pytest.fixture
+def tuned_experiment() -> dict[str, Any]:
+    return TUNED
+
+
+@pytest.fixture
+def tuned_evals() -> list[dict[str, Any]]:
+    return grid_evals_for(TUNED)
+
+
+@pytest.fixture
+def grid_scores() -> dict[tuple[str, int], list[float]]:
+    return GRID_SCORES

@@ -22,13 +22,13 @@ def test_bars_stats_keep_arm_order_and_compute_contrasts(bars_experiment, bars_e
     assert c["diff"] == pytest.approx(armed["mean"] - stats["arms"]["plain"]["mean"])
     assert c["exact"] and 0 < c["p"] < 0.1  # 5 vs 5: exact enumeration
     assert c["lock_in"]["k_a"] == 4 and c["lock_in"]["k_b"] == 1
-    assert stats["floors"]["value_marginal"] == pytest.approx(1 / 8)
+    assert stats["floors"]["value_marginal"] == pytest.approx(1 / 20)
     assert stats["parameters"] == {"min": 1000, "max": 1050}
     assert "sweep" not in stats
 
 
 def test_a_missing_arm_is_an_error(bars_experiment, bars_evals) -> None:
-    with pytest.raises(ValueError, match="no evaluations for arm 'plain'"):
+    with pytest.raises(ValueError, match="no evaluations for run arm 'plain'"):
         experiment_stats("x", bars_experiment, bars_evals[:5], "demo", "bars")
 
 
@@ -39,3 +39,39 @@ def test_sweep_stats_order_lengths_and_types(sweep_experiment, sweep_evals) -> N
     assert sweep["types"] == ["ar_valid", "passkey", "all"]  # None-valued types are dropped
     cell = sweep["table"]["armed"]["n32"]["ar_valid"]
     assert cell["n"] == 2 and cell["mean"] == pytest.approx(0.25)
+
+
+def test_grid_stats_give_every_value_its_floors_contrasts_and_rebinding(
+    grid_experiment, grid_evals, grid_scores
+) -> None:
+    stats = experiment_stats("g", grid_experiment, grid_evals, "demo", "grid")
+    json.dumps(stats)
+    g = stats["grid"]
+    assert g["labels"] == ["2", "4"] and g["table"]["armed"]["4"] == "armed-pairs4"
+    # floors per value, from the calculator of that value's task
+    assert g["floors"]["2"]["uniform_pair_no_binding"] > g["floors"]["4"]["uniform_pair_no_binding"]
+    assert [c["value"] for c in stats["contrasts"]] == [2, 4]
+    c2 = stats["contrasts"][0]
+    assert c2["diff"] == pytest.approx(
+        np.mean(grid_scores[("armed", 0)]) - np.mean(grid_scores[("plain", 0)])
+    )
+    armed = stats["arms"]["armed-pairs2"]
+    assert (armed["arm"], armed["value"]) == ("armed", 2)
+    assert stats["rebinding"]
+    assert armed["rebinding"]["mean"] == pytest.approx(armed["mean"] - 0.01)
+    assert "tuned" not in g
+
+
+def test_a_tuned_grid_reports_each_arm_at_its_best_value(
+    tuned_experiment, tuned_evals, grid_scores
+) -> None:
+    stats = experiment_stats("t", tuned_experiment, tuned_evals, "demo", "grid")
+    tuned = stats["grid"]["tuned"]
+    assert tuned["default"] == 2e-3
+    assert tuned["best"] == {"armed": 1e-3, "plain": 4e-3}
+    (best,) = tuned["contrasts_best"]
+    assert (best["value_a"], best["value_b"]) == (1e-3, 4e-3)
+    assert best["diff"] == pytest.approx(
+        np.mean(grid_scores[("armed", 0)]) - np.mean(grid_scores[("plain", 2)])
+    )
+    assert not stats["rebinding"]

@@ -16,10 +16,11 @@ def test_every_declared_layout_has_a_figure() -> None:
     assert {cls.layout for cls in TASKS.values()} <= set(FIGURES)
 
 
-@pytest.mark.parametrize("layout", ["bars", "sweep"])
+@pytest.mark.parametrize("layout", ["bars", "sweep", "grid", "tuned"])
 def test_figures_are_written_and_readable(layout, request, tmp_path: Path) -> None:
     exp = request.getfixturevalue(f"{layout}_experiment")
     evals = request.getfixturevalue(f"{layout}_evals")
+    layout = "grid" if layout == "tuned" else layout
     stats = experiment_stats("x", exp, evals, "demo", layout)
     png, pdf = tmp_path / "f.png", tmp_path / "f.pdf"
     FIGURES[layout](stats, [png, pdf])

@@ -24,6 +24,10 @@ def test_bars_table_rows_contrasts_and_source(bars_experiment, bars_evals) -> No
     assert rf"\texttt{{armed}} & delta\_rule & yes & {accuracy} & 5 & 4/5" in tex
     assert r"convolution & rank-1 & \texttt{armed} & \texttt{plain}" in tex
     assert "$^\\dagger$" not in tex  # exact p-values carry no Monte-Carlo mark
+    plain = stats["arms"]["plain"]
+    assert plain["chance"] and not armed["chance"]
+    assert rf"${plain['mean']:.3f} \pm {plain['sd']:.3f}$$^{{c}}$" in tex  # marked chance
+    assert "both chance &" not in tex  # one arm binds: the contrast keeps its p
     for name, value in stats["floors"].items():  # every floor the task computes, named
         assert f"{name.replace('_', ' ')} {value:.3f}" in tex
     masked = {**bars_experiment, "task": {**bars_experiment["task"], "answer": "mask"}}
@@ -46,3 +50,33 @@ def test_undefined_values_fail_loudly(bars_experiment, bars_evals) -> None:
     del stats["floors"]
     with pytest.raises(Exception, match="floors"):
         render(TEMPLATES / "bars.tex.j2", source="s.json", **stats)
+
+
+def test_a_contrast_of_two_arms_at_chance_shows_no_p(bars_experiment, bars_evals) -> None:
+    low = [{**e, "scores": {"accuracy": 0.02 + 0.01 * e["seed"]}} for e in bars_evals]
+    stats = experiment_stats("x", bars_experiment, low, "demo", "bars")
+    assert all(a["chance"] for a in stats["arms"].values())
+    assert stats["contrasts"][0]["both_chance"]
+    tex = render(TEMPLATES / "bars.tex.j2", source="s.json", **stats)
+    assert "both chance &" in tex
+
+
+def test_grid_table_has_a_column_per_value_and_rebound_rows(grid_experiment, grid_evals) -> None:
+    stats = experiment_stats("g", grid_experiment, grid_evals, "demo", "grid")
+    tex = render(TEMPLATES / "grid.tex.j2", source="s.json", **stats)
+    assert "arm & pairs=2 & pairs=4 \\\\" in tex
+    assert tex.count(r"\quad rebound") == 2 and "rebinding floor &" in tex
+    plain = stats["arms"]["plain-pairs2"]
+    assert rf"{plain['mean']:.3f}\,{{\scriptsize$\pm${plain['sd']:.2f}}}$^{{c}}$" in tex
+    assert "2 & convolution & rank-1" in tex and "4 & convolution & rank-1" in tex
+    assert tex.count(r"\begin{tabular}") == tex.count(r"\end{tabular}") == 2
+
+
+def test_tuned_grid_table_shows_best_and_default(tuned_experiment, tuned_evals) -> None:
+    stats = experiment_stats("t", tuned_experiment, tuned_evals, "demo", "grid")
+    tex = render(TEMPLATES / "grid.tex.j2", source="s.json", **stats)
+    assert "& best \\\\" in tex and "@ 0.004" in tex
+    assert "0.002 (default) & convolution" in tex
+    assert "0.001 (default)" not in tex  # per-value contrasts only at the default
+    assert r"best & convolution & rank-1 & \texttt{armed}@0.001 & \texttt{plain}@0.004" in tex
+    assert "the shared default is 0.002" in tex

@@ -3,6 +3,7 @@ and one arm's setting re-plans exactly that arm's runs and what depends on them.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -20,7 +21,9 @@ def finished(smoke_run: Path, tmp_path: Path) -> Path:
 
 
 def _edit(work: Path, change) -> None:
-    cfg = yaml.safe_load((work / "config.yaml").read_text())
+    """Apply ``change`` to one experiment's copy of each setting (YAML anchors unshared), as
+    an edit of one line that no other experiment aliases."""
+    cfg = json.loads(json.dumps(yaml.safe_load((work / "config.yaml").read_text())))
     change(cfg)
     (work / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
 
@@ -32,9 +35,16 @@ def _planned(sm, work: Path) -> dict[str, int]:
     return {rule: int(n) for rule, n in counts.items() if rule != "total"}
 
 
-def _planned_runs(sm, work: Path) -> set[str]:
+def _planned_runs(sm, work: Path, rule: str = "train") -> set[tuple[str, str]]:
+    """(experiment, run arm) of every planned job of ``rule``."""
     proc = sm("-n", "--cores", "2", "--config", "scale=smoke", cwd=work)
-    return set(re.findall(r"wildcards: experiment=(\w+), arm=(\w+), seed=\d+", proc.stdout))
+    jobs = [
+        j
+        for j in re.split(r"\n(?=(?:local)?rule \w+:)", proc.stdout)
+        if j.startswith(f"rule {rule}:")
+    ]
+    pattern = r"wildcards: experiment=(\w+), arm=([\w.+-]+), seed=\d+"
+    return {hit for job in jobs for hit in re.findall(pattern, job)}
 
 
 def test_nothing_to_do_after_a_finished_run(sm, finished: Path) -> None:
@@ -55,8 +65,12 @@ def test_a_title_contrast_or_threshold_edit_plans_no_training(sm, finished: Path
 
 
 def test_one_arm_setting_plans_that_arm_and_its_dependents(sm, finished: Path) -> None:
+    # an arm no other experiment trains identically, so exactly its own runs re-plan
     _edit(
-        finished, lambda cfg: cfg["experiments"]["factorial"]["arms"]["diagonal"].update(conv=True)
+        finished,
+        lambda cfg: cfg["experiments"]["factorial"]["arms"]["diagonal_conv_decay"].update(
+            qk_bias=0.5
+        ),
     )
     planned = _planned(sm, finished)
     seeds = 1  # smoke scale
@@ -68,7 +82,20 @@ def test_one_arm_setting_plans_that_arm_and_its_dependents(sm, finished: Path) -
         "figure": 1,
         "all": 1,
     }, planned
-    assert _planned_runs(sm, finished) == {("factorial", "diagonal")}
+    assert _planned_runs(sm, finished) == {("factorial", "diagonal_conv_decay")}
+
+
+def test_a_shared_run_is_trained_once_and_evaluated_by_each_experiment(sm, finished) -> None:
+    # the transition ablation's K = 32 arms are the factorial's runs: an edit of the factorial's
+    # delta arm alone retrains nothing of the transition experiment's but moves its K = 32
+    # delta run to its own folder (it is no longer the factorial's)
+    _edit(
+        finished, lambda cfg: cfg["experiments"]["factorial"]["arms"]["delta"].update(qk_bias=0.5)
+    )
+    runs = _planned_runs(sm, finished)
+    assert ("factorial", "delta") in runs
+    assert ("transition", "delta-pairs32") in runs
+    assert not any(exp == "decay" for exp, _ in runs)  # decay's delta now follows transition
 
 
 def test_a_new_stream_length_plans_no_throughput_timing(sm, finished: Path) -> None:

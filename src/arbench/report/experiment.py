@@ -1,4 +1,10 @@
-"""Assemble an experiment's statistics from its per-run evaluations."""
+"""Assemble an experiment's statistics from its per-run evaluations.
+
+Every number comes from the evaluations passed in, every floor from the task's own
+calculator. An accuracy below ``chance_factor`` (default 10) times its task's value floor is
+marked chance, and a contrast whose two arms are both at chance is flagged as such: its p
+says nothing about binding.
+"""
 
 from __future__ import annotations
 
@@ -7,59 +13,49 @@ from typing import Any
 
 import numpy as np
 
+from arbench.config import grid_default, point_of, run_arms, task_settings, value_label
 from arbench.stats import compare_lock_in, contrast, describe
 from arbench.tasks import build_task
+
+CHANCE_FACTOR = 10.0
 
 
 def experiment_stats(
     name: str, exp: dict[str, Any], evals: list[dict[str, Any]], scale: str, layout: str
 ) -> dict[str, Any]:
-    """Per-arm summaries, single-knob contrasts and floors, JSON-ready.
+    """Per-run-arm summaries, single-knob contrasts (at every grid value) and floors.
 
-    Arms keep the config's order; every number comes from the evaluations passed
-    in, and the floors from the task's own calculator. ``layout`` (the task's declaration)
-    says how the table and figure render; a "sweep" also gets the per-length table.
+    Run arms keep the config's order. ``layout`` (the task's declaration, or "grid" for an
+    experiment with a grid) says how the table and figure render; a "sweep" also gets the
+    per-length table, a "grid" the per-value table.
     """
     threshold = exp.get("lock_in_threshold", 0.9)
-    by_arm: dict[str, list[tuple[int, float]]] = defaultdict(list)
-    meta: dict[str, dict[str, Any]] = {}
+    factor = exp.get("chance_factor", CHANCE_FACTOR)
+    by_arm: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for ev in evals:
-        by_arm[ev["arm"]].append((ev["seed"], ev["scores"]["accuracy"]))
-        meta[ev["arm"]] = {
-            "n_parameters": ev["n_parameters"],
-            "state_size_per_layer": ev["state_size_per_layer"],
-        }
+        by_arm[ev["arm"]].append(ev)
+    floors_of: dict[str, dict[str, float]] = {}
     arms = {}
-    for i, arm in enumerate(exp["arms"]):
-        runs = sorted(by_arm.get(arm, []))
+    for i, run_arm in enumerate(run_arms(exp)):
+        runs = sorted(by_arm.get(run_arm, []), key=lambda e: e["seed"])
         if not runs:
-            raise ValueError(f"{name}: no evaluations for arm {arm!r}")
-        scores = [s for _, s in runs]
-        arms[arm] = {
-            **describe(scores, rng=np.random.default_rng(i)),
-            "seeds": [seed for seed, _ in runs],
-            "scores": scores,
-            "lock_in": int(sum(s >= threshold for s in scores)),
-            "spec": exp["arms"][arm],
-            "train_wall_time_s": float(
-                np.mean([e["train_wall_time_s"] for e in evals if e["arm"] == arm])
-            ),
-            **meta[arm],
-        }
-    contrasts = []
-    for i, c in enumerate(exp.get("contrasts", [])):
-        a, b = arms[c["a"]]["scores"], arms[c["b"]]["scores"]
-        contrasts.append(
-            {
-                **c,
-                **contrast(a, b, rng=np.random.default_rng(1000 + i)),
-                "lock_in": compare_lock_in(a, b, threshold),
-            }
+            raise ValueError(f"{name}: no evaluations for run arm {run_arm!r}")
+        arm, value = point_of(exp, run_arm)
+        floors = floors_of.setdefault(
+            value_label(value), build_task(task_settings(exp, run_arm)).floors()
         )
-    sweep = _sweep(exp, evals) if layout == "sweep" else None
+        arms[run_arm] = _arm_summary(runs, i, threshold, factor * floors["value_marginal"])
+        arms[run_arm].update(arm=arm, value=value, spec=exp["arms"][arm])
+    grid = exp.get("grid")
+    values = grid["values"] if grid else [None]
+    contrasts = [
+        _contrast(c, arms, exp, value, threshold, 1000 + len(values) * i + j)
+        for i, c in enumerate(exp.get("contrasts", []))
+        for j, value in enumerate(values)
+    ]
     params = [v["n_parameters"] for v in arms.values()]
     states = sorted({v["state_size_per_layer"] for v in arms.values()})
-    return {
+    out = {
         "experiment": name,
         "layout": layout,
         "title": exp.get("title", name),
@@ -69,14 +65,120 @@ def experiment_stats(
         "train": exp["train"],
         "eval_examples": exp["eval"]["examples"],
         "lock_in_threshold": threshold,
+        "chance_factor": factor,
         "state_sizes_per_layer": states,
         "parameters": {"min": min(params), "max": max(params)},
         "floors": build_task(exp["task"]).floors(),
         "arms": arms,
         "knobs": list(dict.fromkeys(k for spec in exp["arms"].values() for k in spec)),
         "contrasts": contrasts,
-        **({"sweep": sweep} if sweep else {}),
+        "rebinding": any("rebinding" in a for a in arms.values()),
+        "skipped": exp.get("skipped", {"arms": {}, "contrasts": []}),
     }
+    if grid:
+        out["grid"] = _grid(exp, arms, floors_of, threshold)
+    if layout == "sweep":
+        out["sweep"] = _sweep(exp, evals)
+    return out
+
+
+def _arm_summary(
+    runs: list[dict[str, Any]], index: int, threshold: float, chance_below: float
+) -> dict[str, Any]:
+    """Mean, sd, CI, lock-in and chance flag of one run arm (and of its rebinding control)."""
+    scores = [e["scores"]["accuracy"] for e in runs]
+    summary = {
+        **describe(scores, rng=np.random.default_rng(index)),
+        "seeds": [e["seed"] for e in runs],
+        "scores": scores,
+        "lock_in": int(sum(s >= threshold for s in scores)),
+        "chance": bool(np.mean(scores) < chance_below),
+        "chance_below": chance_below,
+        "train_wall_time_s": float(np.mean([e["train_wall_time_s"] for e in runs])),
+        "n_parameters": runs[0]["n_parameters"],
+        "state_size_per_layer": runs[0]["state_size_per_layer"],
+    }
+    rebound = [e["scores"].get("rebinding_accuracy") for e in runs]
+    if all(r is not None for r in rebound):
+        summary["rebinding"] = {
+            **describe(rebound, rng=np.random.default_rng(500 + index)),
+            "scores": rebound,
+            "chance": bool(np.mean(rebound) < chance_below),
+        }
+    return summary
+
+
+def _run_arm(exp: dict[str, Any], arm: str, value: Any) -> str:
+    """The run arm of ``arm`` at grid value ``value`` (the arm itself without a grid)."""
+    if value is None:
+        return arm
+    return f"{arm}-{exp['grid']['key'].split('.')[-1]}{value_label(value)}"
+
+
+def _contrast(
+    c: dict[str, Any],
+    arms: dict[str, Any],
+    exp: dict[str, Any],
+    value: Any,
+    threshold: float,
+    seed: int,
+    *,
+    b_value: Any = "same",
+) -> dict[str, Any]:
+    """One contrast a - b at grid value ``value`` (b at ``b_value`` when it differs)."""
+    a = arms[_run_arm(exp, c["a"], value)]
+    b = arms[_run_arm(exp, c["b"], value if b_value == "same" else b_value)]
+    return {
+        **c,
+        "value": value,
+        **contrast(a["scores"], b["scores"], rng=np.random.default_rng(seed)),
+        "lock_in": compare_lock_in(a["scores"], b["scores"], threshold),
+        "mean_a": a["mean"],
+        "mean_b": b["mean"],
+        "both_chance": a["chance"] and b["chance"],
+    }
+
+
+def _grid(
+    exp: dict[str, Any],
+    arms: dict[str, Any],
+    floors_of: dict[str, dict[str, float]],
+    threshold: float,
+) -> dict[str, Any]:
+    """The per-value view: run arm of each (arm, value), floors per value, and for a tuned
+    grid each arm's best value with the contrasts at best and at the shared default."""
+    grid = exp["grid"]
+    values = grid["values"]
+    table = {arm: {value_label(v): _run_arm(exp, arm, v) for v in values} for arm in exp["arms"]}
+    out: dict[str, Any] = {
+        "key": grid["key"],
+        "leaf": grid["key"].split(".")[-1],
+        "values": values,
+        "labels": [value_label(v) for v in values],
+        "scale": grid.get("scale", "log"),
+        "arms": list(exp["arms"]),
+        "table": table,
+        "floors": floors_of,
+    }
+    if grid.get("tune"):
+        default = grid_default(exp)
+        best = {
+            arm: max(values, key=lambda v, arm=arm: arms[_run_arm(exp, arm, v)]["mean"])
+            for arm in exp["arms"]
+        }
+        contrasts = []
+        for i, c in enumerate(exp.get("contrasts", [])):
+            tuned = _contrast(c, arms, exp, best[c["a"]], threshold, 5000 + i, b_value=best[c["b"]])
+            tuned.update(value_a=best[c["a"]], value_b=best[c["b"]])
+            contrasts.append(tuned)
+        out["tuned"] = {
+            "default": default,
+            "default_label": value_label(default),
+            "best": best,
+            "best_labels": {arm: value_label(v) for arm, v in best.items()},
+            "contrasts_best": contrasts,
+        }
+    return out
 
 
 def _sweep(exp: dict[str, Any], evals: list[dict[str, Any]]) -> dict[str, Any]:

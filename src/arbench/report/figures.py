@@ -1,4 +1,5 @@
-"""Matplotlib figures: one bar per arm (mean) with one dot per seed."""
+"""Matplotlib figures, one per layout: bars (one bar per arm, a dot per seed), sweep (accuracy
+vs evaluation length per answer type) and grid (accuracy vs the grid value, a line per arm)."""
 
 from __future__ import annotations
 
@@ -73,7 +74,74 @@ def sweep_by_type(stats: dict[str, Any], outputs: list[str | Path]) -> None:
     save_figure(fig, outputs)
 
 
-FIGURES = {"bars": bars_with_seeds, "sweep": sweep_by_type}  # by the task's declared layout
+def grid_lines(stats: dict[str, Any], outputs: list[str | Path]) -> None:
+    """Accuracy vs the grid value: one line per arm (means) with a dot per seed, the rebinding
+    control dashed where measured, the floors at every value, and for a tuned grid each arm's
+    best value starred and the shared default marked."""
+    g = stats["grid"]
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    xs = np.asarray(g["values"], dtype=float)
+    log = g["scale"] == "log"
+    spread = np.exp if log else (lambda v: v)
+    width = float(np.ptp(np.log(xs) if log else xs)) or 1.0
+    jitter = np.random.default_rng(0)  # dot placement only, not data
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, arm in enumerate(g["arms"]):
+        color = colors[i % len(colors)]
+        cells = [stats["arms"][g["table"][arm][label]] for label in g["labels"]]
+        ax.plot(xs, [c["mean"] for c in cells], marker="o", ms=4, color=color, label=arm)
+        for x, c in zip(xs, cells, strict=True):
+            base = np.log(x) if log else x
+            at = spread(base + jitter.uniform(-0.015, 0.015, len(c["scores"])) * width)
+            ax.scatter(at, c["scores"], s=8, color=color, alpha=0.5, zorder=3)
+        if stats.get("rebinding"):
+            ax.plot(
+                xs,
+                [c["rebinding"]["mean"] for c in cells],
+                ls="--",
+                marker="x",
+                ms=4,
+                color=color,
+                alpha=0.8,
+                label=f"{arm} (rebound)",
+            )
+        if "tuned" in g:
+            best = g["tuned"]["best_labels"][arm]
+            ax.scatter(
+                [float(best)],
+                [stats["arms"][g["table"][arm][best]]["mean"]],
+                marker="*",
+                s=90,
+                color=color,
+                edgecolor="black",
+                zorder=4,
+            )
+    for key, label, style in (
+        ("value_marginal", "value floor", ":"),
+        ("best_no_binding", "best no-binding", "--"),
+        ("rebinding_control", "rebinding floor", "-."),
+    ):
+        if key == "rebinding_control" and not stats.get("rebinding"):
+            continue
+        ys = [g["floors"][label_][key] for label_ in g["labels"]]
+        ax.plot(xs, ys, color="grey", ls=style, lw=0.9, label=label)
+    if "tuned" in g:
+        ax.axvline(float(g["tuned"]["default"]), color="black", lw=0.6, ls=":", label="default")
+    if log:
+        ax.set_xscale("log", base=2 if g["leaf"] == "pairs" else 10)
+    ax.set_xticks(xs, g["labels"], fontsize=7)
+    ax.minorticks_off()
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel(g["key"])
+    ax.set_ylabel("held-out accuracy")
+    n = max(a["n"] for a in stats["arms"].values())
+    ax.set_title(f"{stats['title']}\nscale={stats['scale']}, n≤{n} seeds per point", fontsize=8)
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    save_figure(fig, outputs)
+
+
+FIGURES = {"bars": bars_with_seeds, "sweep": sweep_by_type, "grid": grid_lines}  # by layout
 
 
 def save_figure(fig: Any, outputs: list[str | Path]) -> None:
