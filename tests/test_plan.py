@@ -101,8 +101,8 @@ def test_identical_runs_are_trained_once() -> None:
         "results/runs/lr_sweep/delta-lr0.002/seed0"
     )
     total = sum(len(plan.run_files(e, "final.json")) for e in plan.experiments)
-    assert plan.trainings() < total
-    assert plan.trainings() == len(
+    assert len(plan.trainings()) < total
+    assert len(plan.trainings()) == len(
         {p for e in plan.experiments for p in plan.run_files(e, "final.json")}
     )
 

@@ -204,9 +204,10 @@ class Plan:
             for seed in range(exp["seeds"])
         ]
 
-    def trainings(self) -> int:
-        """How many distinct runs the whole config trains (shared runs counted once)."""
-        return len({(*owner, seed) for (_, _, seed), owner in self._runs.items()})
+    def trainings(self) -> list[tuple[str, str, int]]:
+        """Every distinct run the whole config trains, as (experiment, run arm, seed) of its
+        owner (shared runs counted once), in config order."""
+        return list(dict.fromkeys((*owner, seed) for (_, _, seed), owner in self._runs.items()))
 
     def model(self, experiment: str, run_arm: str) -> dict[str, Any]:
         """What a training job needs to build a run arm's model (the task sets the vocabulary)."""

@@ -22,3 +22,14 @@ def test_every_cell_is_shaped_to_the_reference_state() -> None:
         assert row["model_parameters"] > row["mixer_parameters"] > 0
     smaller = zoo_context(TASK, {**MODEL, "cell_options": {"heads": 2}}, "x")
     assert smaller["state_per_layer"] == 512
+
+
+def test_the_table_names_each_cell_it_could_not_build_and_why() -> None:
+    from arbench.report.tables import TEMPLATES, render
+
+    ctx = zoo_context(TASK, MODEL, "factorial/delta")
+    tex = render(TEMPLATES / "cells.tex.j2", **ctx)
+    for u in ctx["unavailable"]:
+        name = u["cell"].replace("_", "\\_")
+        assert rf"\texttt{{{name}}}: " in tex
+    assert tex.count(r"\texttt{") == len(ctx["rows"]) + len(ctx["unavailable"])
