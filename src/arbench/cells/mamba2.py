@@ -36,6 +36,16 @@ def mamba2_state_matched(d_model: int = 32, **overrides: Any) -> Mamba2Cell:
     return Mamba2Cell(d_model, **{**STATE_MATCHED_1024, **overrides})
 
 
+def resolve_head_dim(d_model: int, heads: int, expand: int, head_dim: int | None) -> int:
+    """The head width: as given, or expand * d_model split over the heads (shared with the
+    fused cell, so the same options give both the same state)."""
+    if head_dim is not None:
+        return head_dim
+    if (expand * d_model) % heads:
+        raise ValueError(f"expand*d_model={expand * d_model} not divisible by {heads}")
+    return expand * d_model // heads
+
+
 @register("mamba2")
 class Mamba2Cell(SequenceMixer):
     """Mamba-2 (SSD) mixer; head_dim defaults to expand * d_model / heads."""
@@ -51,10 +61,7 @@ class Mamba2Cell(SequenceMixer):
         chunk_size: int = 32,
     ) -> None:
         super().__init__()
-        if head_dim is None:
-            if (expand * d_model) % heads:
-                raise ValueError(f"expand*d_model={expand * d_model} not divisible by {heads}")
-            head_dim = expand * d_model // heads
+        head_dim = resolve_head_dim(d_model, heads, expand, head_dim)
         self.d_model = d_model
         self.heads = heads
         self.d_state = d_state

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from arbench.cells.base import FORMS, Form, Kernel, SequenceMixer, State, register
-from arbench.cells.mamba2 import A_INIT_RANGE, DT_FLOOR, DT_MAX, DT_MIN
+from arbench.cells.mamba2 import A_INIT_RANGE, DT_FLOOR, DT_MAX, DT_MIN, resolve_head_dim
 
 NAME = "mamba2_fused"
 MISSING = (
@@ -58,10 +58,7 @@ class FusedMamba2Cell(SequenceMixer):
             raise ImportError(f"{NAME}: {reason}")
         if not torch.cuda.is_available():
             raise RuntimeError(f"{NAME} needs CUDA (the fused mamba_ssm kernels run on GPU only)")
-        if head_dim is None:  # as in mamba2
-            if (expand * d_model) % heads:
-                raise ValueError(f"expand*d_model={expand * d_model} not divisible by {heads}")
-            head_dim = expand * d_model // heads
+        head_dim = resolve_head_dim(d_model, heads, expand, head_dim)
         d_inner = heads * head_dim
         inner_expand, rem = divmod(d_inner, d_model)
         if rem or not inner_expand:

@@ -135,7 +135,11 @@ def grid_lines(stats: dict[str, Any], outputs: list[str | Path]) -> None:
     ax.set_xlabel(g["key"])
     ax.set_ylabel("held-out accuracy")
     n = max(a["n"] for a in stats["arms"].values())
-    ax.set_title(f"{stats['title']}\nscale={stats['scale']}, n≤{n} seeds per point", fontsize=8)
+    skipped = ", ".join(stats.get("skipped", {}).get("arms", {}))
+    note = f"; not run here: {skipped}" if skipped else ""
+    ax.set_title(
+        f"{stats['title']}\nscale={stats['scale']}, n≤{n} seeds per point{note}", fontsize=8
+    )
     ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     save_figure(fig, outputs)
