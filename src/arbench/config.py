@@ -328,16 +328,23 @@ def value_label(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
+def point_label(exp: dict[str, Any], value: Any) -> str:
+    """A grid value as it names a run arm or a dataset: the key's leaf and the value
+    (``pairs16``, ``lr0.006``)."""
+    return f"{exp['grid']['key'].split('.')[-1]}{value_label(value)}"
+
+
+def run_arm_name(exp: dict[str, Any], arm: str, value: Any) -> str:
+    """The run arm of ``arm`` at grid value ``value``: ``<arm>-<leaf><value>``, or the arm
+    itself without a grid (value None)."""
+    return arm if value is None else f"{arm}-{point_label(exp, value)}"
+
+
 def grid_points(exp: dict[str, Any]) -> dict[str, tuple[str, Any]]:
     """Every run arm of an experiment (arm-major, in config order) -> (its arm, its grid
     value); without a grid each arm is its own run arm, at value None."""
-    grid = exp.get("grid")
-    if not grid:
-        return {arm: (arm, None) for arm in exp["arms"]}
-    leaf = grid["key"].split(".")[-1]
-    return {
-        f"{arm}-{leaf}{value_label(v)}": (arm, v) for arm in exp["arms"] for v in grid["values"]
-    }
+    values = exp["grid"]["values"] if exp.get("grid") else [None]
+    return {run_arm_name(exp, arm, v): (arm, v) for arm in exp["arms"] for v in values}
 
 
 def run_arms(exp: dict[str, Any]) -> list[str]:

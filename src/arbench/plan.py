@@ -25,10 +25,10 @@ from arbench.config import (
     eval_options,
     grid_points,
     model_settings,
+    point_label,
     run_arms,
     task_settings,
     train_settings,
-    value_label,
 )
 from arbench.tasks import Task, task_class
 from arbench.tasks.base import Release
@@ -78,7 +78,7 @@ class Plan:
         oracle checks (see the module docstring)."""
         out: dict[str, dict[str, Any]] = {}
         for name, exp in self.experiments.items():
-            if task_class(exp["task"]["name"]).data != "stream":
+            if self.task(name).data != "stream":
                 continue
             for run_arm in run_arms(exp):
                 dataset = self.dataset(name, run_arm)
@@ -101,7 +101,7 @@ class Plan:
         if grid is None or not grid["key"].startswith("task."):
             return experiment
         _, value = grid_points(exp)[run_arm]
-        return f"{experiment}-{grid['key'].split('.')[-1]}{value_label(value)}"
+        return f"{experiment}-{point_label(exp, value)}"
 
     def task_settings(self, experiment: str, run_arm: str) -> dict[str, Any]:
         return task_settings(self.experiments[experiment], run_arm)

@@ -13,7 +13,14 @@ from typing import Any
 
 import numpy as np
 
-from arbench.config import grid_default, point_of, run_arms, task_settings, value_label
+from arbench.config import (
+    grid_default,
+    point_of,
+    run_arm_name,
+    run_arms,
+    task_settings,
+    value_label,
+)
 from arbench.stats import compare_lock_in, contrast, describe
 from arbench.tasks import build_task
 
@@ -49,7 +56,7 @@ def experiment_stats(
     grid = exp.get("grid")
     values = grid["values"] if grid else [None]
     contrasts = [
-        _contrast(c, arms, exp, value, threshold, 1000 + len(values) * i + j)
+        _contrast(c, arms, exp, value, value, threshold, 1000 + len(values) * i + j)
         for i, c in enumerate(exp.get("contrasts", []))
         for j, value in enumerate(values)
     ]
@@ -108,29 +115,24 @@ def _arm_summary(
     return summary
 
 
-def _run_arm(exp: dict[str, Any], arm: str, value: Any) -> str:
-    """The run arm of ``arm`` at grid value ``value`` (the arm itself without a grid)."""
-    if value is None:
-        return arm
-    return f"{arm}-{exp['grid']['key'].split('.')[-1]}{value_label(value)}"
-
-
 def _contrast(
     c: dict[str, Any],
     arms: dict[str, Any],
     exp: dict[str, Any],
-    value: Any,
+    value_a: Any,
+    value_b: Any,
     threshold: float,
     seed: int,
-    *,
-    b_value: Any = "same",
 ) -> dict[str, Any]:
-    """One contrast a - b at grid value ``value`` (b at ``b_value`` when it differs)."""
-    a = arms[_run_arm(exp, c["a"], value)]
-    b = arms[_run_arm(exp, c["b"], value if b_value == "same" else b_value)]
+    """One contrast a - b, arm a at grid value ``value_a`` and b at ``value_b`` (None without
+    a grid); ``value`` is a's."""
+    a = arms[run_arm_name(exp, c["a"], value_a)]
+    b = arms[run_arm_name(exp, c["b"], value_b)]
     return {
         **c,
-        "value": value,
+        "value": value_a,
+        "value_a": value_a,
+        "value_b": value_b,
         **contrast(a["scores"], b["scores"], rng=np.random.default_rng(seed)),
         "lock_in": compare_lock_in(a["scores"], b["scores"], threshold),
         "mean_a": a["mean"],
@@ -149,7 +151,9 @@ def _grid(
     grid each arm's best value with the contrasts at best and at the shared default."""
     grid = exp["grid"]
     values = grid["values"]
-    table = {arm: {value_label(v): _run_arm(exp, arm, v) for v in values} for arm in exp["arms"]}
+    table = {
+        arm: {value_label(v): run_arm_name(exp, arm, v) for v in values} for arm in exp["arms"]
+    }
     out: dict[str, Any] = {
         "key": grid["key"],
         "leaf": grid["key"].split(".")[-1],
@@ -163,14 +167,13 @@ def _grid(
     if grid.get("tune"):
         default = grid_default(exp)
         best = {
-            arm: max(values, key=lambda v, arm=arm: arms[_run_arm(exp, arm, v)]["mean"])
+            arm: max(values, key=lambda v, arm=arm: arms[run_arm_name(exp, arm, v)]["mean"])
             for arm in exp["arms"]
         }
-        contrasts = []
-        for i, c in enumerate(exp.get("contrasts", [])):
-            tuned = _contrast(c, arms, exp, best[c["a"]], threshold, 5000 + i, b_value=best[c["b"]])
-            tuned.update(value_a=best[c["a"]], value_b=best[c["b"]])
-            contrasts.append(tuned)
+        contrasts = [
+            _contrast(c, arms, exp, best[c["a"]], best[c["b"]], threshold, 5000 + i)
+            for i, c in enumerate(exp.get("contrasts", []))
+        ]
         out["tuned"] = {
             "default": default,
             "default_label": value_label(default),

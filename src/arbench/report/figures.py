@@ -127,8 +127,9 @@ def grid_lines(stats: dict[str, Any], outputs: list[str | Path]) -> None:
         ax.plot(xs, ys, color="grey", ls=style, lw=0.9, label=label)
     if "tuned" in g:
         ax.axvline(float(g["tuned"]["default"]), color="black", lw=0.6, ls=":", label="default")
-    if log:
-        ax.set_xscale("log", base=2 if g["leaf"] == "pairs" else 10)
+    if log:  # base 2 when every value is a power of two (loads), else 10 (rates)
+        powers_of_two = all(float(v).is_integer() and int(v) & (int(v) - 1) == 0 for v in xs)
+        ax.set_xscale("log", base=2 if powers_of_two else 10)
     ax.set_xticks(xs, g["labels"], fontsize=7)
     ax.minorticks_off()
     ax.set_ylim(0, 1.02)
