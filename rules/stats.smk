@@ -5,6 +5,7 @@ rule stats:
     input:
         evals=lambda wc: PLAN.eval_files(wc.experiment),
         finals=lambda wc: PLAN.run_files(wc.experiment, "final.json"),
+        metrics=lambda wc: PLAN.run_files(wc.experiment, "metrics.jsonl"),
     output:
         f"{R}/stats/{{experiment}}.json",
     log:

@@ -1,5 +1,8 @@
 """Snakemake glue: per-experiment statistics from every run's evaluation."""
 
+import json
+from pathlib import Path
+
 import _arbench_path  # noqa: F401  (puts src/ on sys.path)
 
 from arbench.io import atomic_write_json, read_json
@@ -10,7 +13,11 @@ sm = snakemake
 log = setup(sm.log[0], sm.threads)
 p = sm.params
 evals = [read_json(path) for path in sm.input.evals]
-stats = experiment_stats(sm.wildcards.experiment, p.experiment, evals, p.scale, p.layout)
+curves = {
+    (ev["arm"], ev["seed"]): [json.loads(line) for line in Path(path).read_text().splitlines()]
+    for ev, path in zip(evals, sm.input.metrics, strict=True)
+}
+stats = experiment_stats(sm.wildcards.experiment, p.experiment, evals, p.scale, p.layout, curves)
 atomic_write_json(sm.output[0], stats)
 for arm, s in stats["arms"].items():
     log(f"{arm:>22}: {s['mean']:.3f} ± {s['sd']:.3f} (n={s['n']})")

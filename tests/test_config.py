@@ -86,6 +86,26 @@ def test_scales_shrink_the_protocol() -> None:
             "experiments.mamba2.arms.mamba2.qk_bias",
         ),
         (
+            lambda c: c["experiments"]["factorial"]["train"].update(curriculum={"ramp": "linear"}),
+            "train.curriculum: task 'mqar' has no 'gap' signal",
+        ),
+        (
+            lambda c: c["experiments"]["curriculum"]["arms"]["curriculum"]["train"].update(
+                curriculum={"ramp": "linear", "until": 0}
+            ),
+            "curriculum.until",
+        ),
+        (
+            lambda c: c["experiments"]["collision"]["arms"]["causal_1layer"]["model"].update(
+                layer=1
+            ),
+            "experiments.collision.arms.causal_1layer.model.layer: not a model setting",
+        ),
+        (
+            lambda c: c["experiments"]["ramps"]["arms"]["gated"]["task"].update(seq_len=12),
+            "experiments.ramps.task",
+        ),
+        (
             lambda c: (
                 c.update(scale="demo")
                 or c["scales"]["demo"]["multiply"].update({"experiments.*.nope": 2})
@@ -203,3 +223,19 @@ def test_env_files_parse_and_pin_everything(env: Path) -> None:
 def test_lock_pins_every_package() -> None:
     for line in (ROOT / "requirements.lock").read_text().splitlines():
         assert re.fullmatch(r"[A-Za-z0-9_.\-]+==[\w.+]+", line), line
+
+
+def test_an_arm_changes_only_the_settings_it_names() -> None:
+    cfg = config.resolve(copy.deepcopy(RAW))
+    ramps, collision = cfg["experiments"]["ramps"], cfg["experiments"]["collision"]
+    gated = config.train_settings(ramps, "gated")
+    assert gated["curriculum"]["ramp"] == "gated" and gated["steps"] == 4000
+    assert config.task_settings(ramps, "gated")["seq_len"] == 512
+    assert config.task_settings(ramps, "uniform")["seq_len"] == 256
+    assert config.model_settings(collision, "causal_1layer")["layers"] == 1
+    assert config.model_settings(collision, "causal")["layers"] == 2
+    # the experiment's own training options stay where an arm does not replace them
+    assert config.train_settings(collision, "causal")["dense"] is True
+    assert config.train_settings(collision, "causal_shaped")["curriculum"]["ramp"] == "shaped"
+    # block overrides are not cell options
+    assert "train" not in config.model_settings(ramps, "gated")["cell_options"]

@@ -114,3 +114,24 @@ def test_the_floors_table_reads_every_task_block() -> None:
     assert pairs == [4, 8, 16, 32, 64, 128]
     assert {b["experiment"] for b in blocks} == set(plan.experiments)
     assert f"{plan.root}/tables/floors.tex" in plan.targets()
+
+
+def test_an_arm_that_changes_the_task_reads_its_own_dataset() -> None:
+    plan = _plan("paper")
+    ref = "attention_reference"
+    assert plan.dataset(ref, "rotary_fixed") == ref
+    assert plan.dataset(ref, "absolute_shifting") == f"{ref}-absolute_shifting"
+    # an identical task block shares the first arm's dataset
+    assert plan.dataset(ref, "rotary_shifting") == f"{ref}-absolute_shifting"
+    assert plan.datasets[f"{ref}-rotary_shifting_collision"]["task"]["name"] == "collision"
+    assert plan.dataset("ramps", "shaped") == "ramps-uniform"
+    assert plan.datasets["ramps-time_based"]["task"]["seq_len"] == 512
+
+
+def test_the_wall_baseline_is_the_curriculum_experiments_control() -> None:
+    plan = _plan("paper")
+    assert (
+        plan.run_dir("curriculum", "end_only", 2) == "results/runs/haystack/delta-seq_len64/seed2"
+    )
+    assert plan.layout("curriculum") == "lockin"
+    assert plan.layout("haystack") == "grid"

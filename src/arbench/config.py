@@ -160,7 +160,11 @@ def _check_arm(where: str, exp: dict[str, Any], arm: str) -> None:
     cell = spec["cell"]
     if cell not in CELLS:
         raise ConfigError(f"{here}.cell: {cell!r} not one of {sorted(CELLS)}")
-    options = {**exp["model"].get("cell_options", {}), **cell_options_of(spec)}
+    for key in spec.get("model", {}):
+        if key not in MODEL_KEYS:
+            raise ConfigError(f"{here}.model.{key}: not a model setting; known: {MODEL_KEYS}")
+    model = {**exp["model"], **spec.get("model", {})}
+    options = {**model.get("cell_options", {}), **cell_options_of(spec)}
     try:
         accepted = CELLS[cell].option_names(options)
     except KeyError as e:  # a wrapper naming an unknown inner cell
@@ -171,7 +175,7 @@ def _check_arm(where: str, exp: dict[str, Any], arm: str) -> None:
             raise ConfigError(
                 f"{origin}.{key}: not an option of cell {cell!r}; it takes {sorted(accepted)}"
             )
-    evaluator = task_class(exp["task"]["name"])
+    evaluator = task_class({**exp["task"], **spec.get("task", {})}["name"])
     takes = evaluator.eval_option_names()
     for key in spec:
         if key.startswith(EVAL_PREFIX) and key[len(EVAL_PREFIX) :] not in takes:
@@ -228,6 +232,19 @@ def _check_eval_block(where: str, exp: dict[str, Any]) -> None:
             )
 
 
+def _check_signals(where: str, exp: dict[str, Any], run_arm: str) -> None:
+    """A run arm's training-signal options (curriculum, dense) are well formed and honoured
+    by its task."""
+    from arbench.tasks import build_task
+    from arbench.train.loop import TrainConfig, check_signals
+
+    try:
+        train = TrainConfig.from_dict(train_settings(exp, run_arm))
+        check_signals(build_task(task_settings(exp, run_arm)), train)
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"{where}: {e}") from None
+
+
 def semantic_checks(cfg: dict[str, Any]) -> None:
     """Checks a schema cannot express; raise ConfigError naming the key."""
     from arbench.tasks import build_task, task_class
@@ -251,6 +268,7 @@ def semantic_checks(cfg: dict[str, Any]) -> None:
                 raise ConfigError(
                     f"{where}.train.warmup={tr['warmup']} must be < steps={tr['steps']}{at}"
                 )
+            _check_signals(f"{where} (run arm {run_arm})", exp, run_arm)
         for arm in exp["arms"]:
             _check_arm(where, exp, arm)
         for i, c in enumerate(exp.get("contrasts", [])):
@@ -321,6 +339,10 @@ def load(path: str | Path = ROOT / "config.yaml", **overrides: Any) -> dict[str,
 
 EVAL_PREFIX = "eval_"  # an arm's keys with this prefix are options of the task's evaluator
 GRID_BLOCKS = ("task", "model", "train")  # the blocks a grid key may point into
+# an arm may change settings of these blocks (``train: {curriculum: ...}``, ``task: {layout:
+# shifting}``, ``model: {layers: 1}``): each key replaces the experiment block's own
+ARM_BLOCKS = ("task", "model", "train")
+MODEL_KEYS = ("d_model", "layers", "mlp_ratio", "cell_options", "embed_std", "tied_embeddings")
 
 
 def value_label(value: Any) -> str:
@@ -373,9 +395,10 @@ def grid_default(exp: dict[str, Any]) -> Any:
 
 def settings_block(exp: dict[str, Any], block: str, run_arm: str) -> dict[str, Any]:
     """The experiment's ``block`` ("task", "model" or "train") as one run arm sees it: the
-    grid key, where it points into this block, set to the run arm's value."""
-    _, value = point_of(exp, run_arm)
-    out = copy.deepcopy(exp[block])
+    arm's own settings for the block (`ARM_BLOCKS`) over the experiment's, then the grid key,
+    where it points into this block, set to the run arm's value."""
+    arm, value = point_of(exp, run_arm)
+    out = copy.deepcopy({**exp[block], **exp["arms"][arm].get(block, {})})
     grid = exp.get("grid")
     if grid is not None:
         first, *middle, leaf = grid["key"].split(".")
@@ -398,8 +421,13 @@ def train_settings(exp: dict[str, Any], run_arm: str) -> dict[str, Any]:
 
 
 def cell_options_of(spec: dict[str, Any]) -> dict[str, Any]:
-    """An arm's cell options: its keys other than ``cell`` and the ``eval_`` ones."""
-    return {k: v for k, v in spec.items() if k != "cell" and not k.startswith(EVAL_PREFIX)}
+    """An arm's cell options: its keys other than ``cell``, the ``eval_`` ones and its
+    block overrides (`ARM_BLOCKS`)."""
+    return {
+        k: v
+        for k, v in spec.items()
+        if k != "cell" and k not in ARM_BLOCKS and not k.startswith(EVAL_PREFIX)
+    }
 
 
 def eval_options(exp: dict[str, Any], run_arm: str) -> dict[str, Any]:

@@ -5,8 +5,8 @@ Two things are decided here once, for every rule:
 
 * **datasets**: a stream task's held-out set and oracle report live in
   ``datasets/<dataset>/``, one per distinct task block an experiment trains on: the
-  experiment's name, or ``<experiment>-<leaf><value>`` for each value of a grid over a task
-  setting.
+  experiment's name, ``<experiment>-<arm>`` for an arm that changes the task, and
+  ``-<leaf><value>`` appended for each value of a grid over a task setting.
 * **shared runs**: a run is identified by what it trains (task, model and train blocks, and
   the seed), never by the experiment that asks for it. Every (experiment, run arm, seed) maps
   to the first identical run in config order, so the transition table's K = 32 rows and the
@@ -65,8 +65,11 @@ class Plan:
         return [name for name in self.experiments if self.task(name).data == data]
 
     def layout(self, experiment: str) -> str:
-        """The report layout that renders an experiment's table and figure: "grid" for an
-        experiment with a grid, else the one its task declares ("bars", "sweep")."""
+        """The report layout that renders an experiment's table and figure: the experiment's
+        own ``layout`` (e.g. "lockin"), else "grid" for an experiment with a grid, else the one
+        its task declares ("bars", "sweep")."""
+        if self.experiments[experiment].get("layout"):
+            return self.experiments[experiment]["layout"]
         if self.experiments[experiment].get("grid"):
             return "grid"
         return self.task(experiment).layout
@@ -94,14 +97,23 @@ class Plan:
         return out
 
     def dataset(self, experiment: str, run_arm: str) -> str:
-        """The stream dataset a run arm reads: the experiment's own, or its grid point's when
-        the grid sweeps a task setting."""
+        """The stream dataset a run arm reads: one per distinct task block of the experiment,
+        named by the first run arm that trains on it: the experiment's own name, plus
+        ``-<arm>`` when that arm changes the task (`config.ARM_BLOCKS`) and
+        ``-<leaf><value>`` at each value of a grid over a task setting."""
         exp = self.experiments[experiment]
+        mine = json.dumps(task_settings(exp, run_arm), sort_keys=True)
+        for other in run_arms(exp):  # the first run arm with the same task block names it
+            if json.dumps(task_settings(exp, other), sort_keys=True) == mine:
+                break
+        arm, value = grid_points(exp)[other]
+        name = experiment
+        if exp["arms"][arm].get("task"):
+            name += f"-{arm}"
         grid = exp.get("grid")
-        if grid is None or not grid["key"].startswith("task."):
-            return experiment
-        _, value = grid_points(exp)[run_arm]
-        return f"{experiment}-{point_label(exp, value)}"
+        if grid is not None and grid["key"].startswith("task."):
+            name += f"-{point_label(exp, value)}"
+        return name
 
     def task_settings(self, experiment: str, run_arm: str) -> dict[str, Any]:
         return task_settings(self.experiments[experiment], run_arm)

@@ -19,7 +19,7 @@ from arbench.io import atomic_write_json, read_json
 from arbench.models import ModelConfig
 from arbench.runtime import Log
 from arbench.tasks import build_task, task_class
-from arbench.tasks.base import Batch, Release, load_eval_set, save_eval_set
+from arbench.tasks.base import Batch, Release, Signal, Task, load_eval_set, save_eval_set
 from arbench.train.loop import TrainConfig, load_trained, train
 
 FINAL = "final.json"
@@ -117,11 +117,25 @@ def validate_stream(
         found = adapter.oracle(adapter.train_batch(seed, 0, batch))
         report["train_stream"][f"seed{seed}"] = {"sequences": batch, "problems": found[:20]}
         problems += found
+    for i, signal in enumerate(_signal_samples(adapter)):  # what training options make of it
+        found = adapter.oracle(adapter.train_batch(0, i, batch, signal))
+        report["train_stream"][f"signal{i}"] = {"signal": str(signal), "problems": found[:20]}
+        problems += found
     report["valid"] = not problems
     if problems:
         raise DataRejected(f"oracle rejected the data: {problems[:5]}")
     log("oracle: every target re-derived from the token stream")
     return report
+
+
+def _signal_samples(adapter: Task) -> list[Signal]:
+    """Training signals to check a task's batches under: the curriculum's ends and middle,
+    sparse and dense, for the signal fields the task honours."""
+    gaps = [0.0, 0.5, 1.0] if "gap" in adapter.signals else [None]
+    denses = [False, True] if "dense" in adapter.signals else [False]
+    if gaps == [None] and denses == [False]:
+        return []
+    return [Signal(gap=g, dense=d) for g in gaps for d in denses]
 
 
 def _release(task: str) -> Release:

@@ -8,7 +8,10 @@ Kept from RWKV-7: token-shift interpolation with learned per-channel mixes (opti
 log w = -0.6065 * sigmoid(.) so w in (e^-0.6065, 1); in-context learning rate a = sigmoid(.);
 removal key kk = normalize(k * k_k) per head; replacement key k~ = k * (1 + (a - 1) * k_a);
 per-head GroupNorm of the read-out; the "bonus" term (sum(r * k~ * r_k) per head) * v; an
-output gate; output projection. Simplified: the low-rank (LoRA, tanh) projections for w, a and
+output gate; output projection. Optional (`conv`, off by default): the "armed" variant, a
+depthwise short causal convolution on the r, k and v projections before they split into heads
+(one `ShortConv` over their concatenation, the same per-channel filters; its tail is carried as
+state["conv"]). Simplified: the low-rank (LoRA, tanh) projections for w, a and
 the gate become single linear maps (gate = sigmoid(linear)); no value residual across layers
 (v_first), since a cell does not know its layer index; no channel-mix (the model's MLP does it).
 """
@@ -22,6 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from arbench.cells.base import Form, Kernel, SequenceMixer, State, l2_normalize, pick_form, register
+from arbench.cells.short_conv import ShortConv
 from arbench.kernels.dplr import dplr_chunked, dplr_recurrent, rwkv7_to_dplr
 
 LOG_W_SCALE = -0.606531  # -e^-0.5: log w = LOG_W_SCALE * sigmoid(.)
@@ -30,7 +34,8 @@ _MIXES = ("r", "w", "k", "v", "a", "g")
 
 @register("rwkv7")
 class RWKV7TimeMix(SequenceMixer):
-    """RWKV-7 time-mix cell; state dict {"S": (B,H,dk,dk), "shift": last input (B,1,d_model)}."""
+    """RWKV-7 time-mix cell; state dict {"S": (B,H,dk,dk), "shift": last input (B,1,d_model)},
+    plus "conv" (the r/k/v short-conv tail, (B, conv_kernel-1, 3*H*dk)) when ``conv`` is on."""
 
     def __init__(
         self,
@@ -39,6 +44,8 @@ class RWKV7TimeMix(SequenceMixer):
         d_k: int | None = None,
         chunk_size: int = 16,
         token_shift: bool = True,
+        conv: bool = False,
+        conv_kernel: int = 4,
     ) -> None:
         super().__init__()
         if d_model % heads and d_k is None:
@@ -47,6 +54,7 @@ class RWKV7TimeMix(SequenceMixer):
         self.d_k = d_k or d_model // heads
         self.chunk_size = chunk_size
         self.token_shift = token_shift
+        self.use_conv = conv
         inner = heads * self.d_k
         if token_shift:
             # Per-channel interpolation towards the previous token, one row per projection.
@@ -58,6 +66,9 @@ class RWKV7TimeMix(SequenceMixer):
         self.w_proj = nn.Linear(d_model, inner)
         self.a_proj = nn.Linear(d_model, inner)
         self.g_proj = nn.Linear(d_model, inner, bias=False)
+        if conv:
+            # depthwise, so one conv over [r | k | v] is three independent per-channel convs
+            self.conv = ShortConv(3 * inner, conv_kernel)
         self.k_k = nn.Parameter(torch.full((inner,), 0.85))
         self.k_a = nn.Parameter(torch.ones(inner))
         self.r_k = nn.Parameter(torch.zeros(heads, self.d_k))
@@ -100,6 +111,10 @@ class RWKV7TimeMix(SequenceMixer):
             flat = F.linear(x, weight.flatten(0, 1), bias.flatten())  # (B, T, 6 * inner)
             proj = flat.unflatten(-1, (len(_MIXES), -1)).movedim(-2, 0)
         xr, xw, xk, xv, xa, xg = proj.unbind(0)
+        if self.use_conv:
+            tail = None if state is None else state.get("conv")
+            rkv, new_state["conv"] = self.conv(torch.cat([xr, xk, xv], dim=-1), tail)
+            xr, xk, xv = rkv.chunk(3, dim=-1)
 
         def heads(y: torch.Tensor) -> torch.Tensor:
             return y.unflatten(-1, (h, dk)).transpose(1, 2)  # (B,H,T,dk)

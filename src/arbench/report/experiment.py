@@ -28,13 +28,20 @@ CHANCE_FACTOR = 10.0
 
 
 def experiment_stats(
-    name: str, exp: dict[str, Any], evals: list[dict[str, Any]], scale: str, layout: str
+    name: str,
+    exp: dict[str, Any],
+    evals: list[dict[str, Any]],
+    scale: str,
+    layout: str,
+    curves: dict[tuple[str, int], list[dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
     """Per-run-arm summaries, single-knob contrasts (at every grid value) and floors.
 
-    Run arms keep the config's order. ``layout`` (the task's declaration, or "grid" for an
-    experiment with a grid) says how the table and figure render; a "sweep" also gets the
-    per-length table, a "grid" the per-value table.
+    Run arms keep the config's order. ``layout`` (the task's declaration, "grid" for an
+    experiment with a grid, or the experiment's own) says how the table and figure render; a
+    "sweep" also gets the per-length table, a "grid" the per-value table. ``curves``, each
+    (run arm, seed)'s training metric lines, go with their arm (the "lockin" figure draws
+    one line per seed).
     """
     threshold = exp.get("lock_in_threshold", 0.9)
     factor = exp.get("chance_factor", CHANCE_FACTOR)
@@ -48,11 +55,22 @@ def experiment_stats(
         if not runs:
             raise ValueError(f"{name}: no evaluations for run arm {run_arm!r}")
         arm, value = point_of(exp, run_arm)
-        floors = floors_of.setdefault(
-            value_label(value), build_task(task_settings(exp, run_arm)).floors()
-        )
+        task = build_task(task_settings(exp, run_arm))
+        floors = task.floors()
+        floors_of.setdefault(value_label(value), floors)
         arms[run_arm] = _arm_summary(runs, i, threshold, factor * floors["value_marginal"])
-        arms[run_arm].update(arm=arm, value=value, spec=exp["arms"][arm])
+        arms[run_arm].update(
+            arm=arm,
+            value=value,
+            spec=exp["arms"][arm],
+            settings=describe_arm(exp["arms"][arm]),
+            floors=floors,
+            task=task.summary(),
+        )
+        if curves is not None:
+            arms[run_arm]["curves"] = {
+                str(e["seed"]): _thin(curves.get((run_arm, e["seed"]), [])) for e in runs
+            }
     grid = exp.get("grid")
     values = grid["values"] if grid else [None]
     contrasts = [
@@ -87,6 +105,39 @@ def experiment_stats(
     if layout == "sweep":
         out["sweep"] = _sweep(exp, evals)
     return out
+
+
+def describe_arm(spec: dict[str, Any]) -> str:
+    """An arm's settings in a few words for a table cell: its cell and options, then what it
+    changes in the task, model and train blocks ("delta_rule, conv; shaped curriculum")."""
+    words = [spec["cell"]]
+    for key, value in spec.items():
+        if key in ("cell", "task", "model", "train"):
+            continue
+        words.append(key if value is True else f"no {key}" if value is False else f"{key}={value}")
+    blocks = []
+    for block in ("task", "model", "train"):
+        for key, value in spec.get(block, {}).items():
+            if key == "curriculum":
+                blocks.append(
+                    "no curriculum"
+                    if value is None
+                    else f"{value.get('ramp', 'linear')} curriculum"
+                )
+            elif key == "dense":
+                blocks.append("dense" if value else "end-only")
+            elif key == "name":
+                blocks.append(f"task {value}")
+            else:
+                blocks.append(f"{key}={value}")
+    return ", ".join(words) + ("; " + ", ".join(blocks) if blocks else "")
+
+
+def _thin(lines: list[dict[str, Any]], keep: int = 200) -> list[dict[str, Any]]:
+    """At most ``keep`` evenly spaced metric lines (the last kept) of step, acc and gap."""
+    stride = max(1, -(-len(lines) // keep))
+    picked = lines[::stride] + ([lines[-1]] if lines and (len(lines) - 1) % stride else [])
+    return [{k: ln[k] for k in ("step", "acc", "gap") if k in ln} for ln in picked]
 
 
 def _arm_summary(

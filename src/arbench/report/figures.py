@@ -27,12 +27,12 @@ def bars_with_seeds(stats: dict[str, Any], outputs: list[str | Path]) -> None:
         s = stats["arms"][a]["scores"]
         ax.scatter(i + jitter.uniform(-0.18, 0.18, len(s)), s, s=14, color="black", zorder=3)
     floors = stats["floors"]
-    for key, label, style, required in (  # every "bars" task provides the required ones
-        ("value_marginal", "value-marginal floor", ":", True),
-        ("uniform_pair_no_binding", "uniform-pair no-binding", "-.", False),
-        ("best_no_binding", "best no-binding", "--", True),
+    for key, label, style in (  # the floors the task provides (value_marginal always)
+        ("value_marginal", "value-marginal floor", ":"),
+        ("uniform_pair_no_binding", "uniform-pair no-binding", "-."),
+        ("best_no_binding", "best no-binding", "--"),
     ):
-        if required or key in floors:
+        if key in floors:
             ax.axhline(floors[key], color="grey", linestyle=style, linewidth=0.9, label=label)
     ax.set_xticks(x, [a.replace("_", "\n") for a in arms], fontsize=7)
     ax.set_ylim(0, 1.02)
@@ -123,6 +123,8 @@ def grid_lines(stats: dict[str, Any], outputs: list[str | Path]) -> None:
     ):
         if key == "rebinding_control" and not stats.get("rebinding"):
             continue
+        if key not in g["floors"][g["labels"][0]]:
+            continue  # a task without this floor (S5 has only the value floor)
         ys = [g["floors"][label_][key] for label_ in g["labels"]]
         ax.plot(xs, ys, color="grey", ls=style, lw=0.9, label=label)
     if "tuned" in g:
@@ -146,7 +148,64 @@ def grid_lines(stats: dict[str, Any], outputs: list[str | Path]) -> None:
     save_figure(fig, outputs)
 
 
-FIGURES = {"bars": bars_with_seeds, "sweep": sweep_by_type, "grid": grid_lines}  # by layout
+def lockin_curves(stats: dict[str, Any], outputs: list[str | Path]) -> None:
+    """Training curves, one panel per arm and one line per seed, so the lock-in lottery shows:
+    training accuracy (at each batch's own gap) against step, the curriculum's maximum gap in
+    grey where there is one, and each seed's held-out accuracy at the full gap as a dot at the
+    right edge, coloured like its line."""
+    arms = list(stats["arms"])
+    cols = min(3, len(arms))
+    rows = -(-len(arms) // cols)
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(3.0 * cols + 0.6, 2.4 * rows + 0.7), sharey=True, squeeze=False
+    )
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, name in zip(axes.flat, arms, strict=False):
+        a = stats["arms"][name]
+        end = 1
+        for j, (seed, score) in enumerate(zip(a["seeds"], a["scores"], strict=True)):
+            curve = a.get("curves", {}).get(str(seed), [])
+            color = colors[j % len(colors)]
+            if curve:
+                steps = [c["step"] for c in curve]
+                end = max(end, steps[-1])
+                ax.plot(steps, [c["acc"] for c in curve], lw=0.8, color=color, alpha=0.85)
+                if "gap" in curve[0] and j == 0:
+                    ax.plot(
+                        steps,
+                        [c["gap"] for c in curve],
+                        lw=1.2,
+                        color="grey",
+                        ls="--",
+                        label="max gap (fraction)",
+                    )
+            ax.scatter([end * 1.03], [score], s=12, color=color, zorder=3, clip_on=False)
+        ax.axhline(stats["lock_in_threshold"], color="black", lw=0.6, ls=":", label="lock-in")
+        ax.axhline(a["floors"]["value_marginal"], color="grey", lw=0.8, ls=":", label="value floor")
+        ax.set_title(f"{name}: {a['lock_in']}/{a['n']} lock in", fontsize=7)
+        ax.set_ylim(-0.02, 1.05)
+        ax.tick_params(labelsize=6)
+        ax.set_xlabel("step", fontsize=7)
+    for ax in axes.flat[len(arms) :]:
+        ax.axis("off")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("training accuracy", fontsize=7)
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=6, loc="lower right", ncol=3)
+    fig.suptitle(
+        f"{stats['title']} (scale={stats['scale']}); dots: held-out accuracy at the full gap",
+        fontsize=8,
+    )
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    save_figure(fig, outputs)
+
+
+FIGURES = {  # by layout
+    "bars": bars_with_seeds,
+    "sweep": sweep_by_type,
+    "grid": grid_lines,
+    "lockin": lockin_curves,
+}
 
 
 def save_figure(fig: Any, outputs: list[str | Path]) -> None:

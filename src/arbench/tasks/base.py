@@ -75,6 +75,19 @@ def load_eval_set(data_dir: str | Path | None) -> Batch:
     return Batch(arrays["tokens"].astype(np.int64), arrays["targets"].astype(np.int64))
 
 
+@dataclass(frozen=True)
+class Signal:
+    """The training signal of one batch, set by the training options (`arbench.train`), not
+    by the task: ``gap`` is the distance curriculum's current maximum, a fraction of the
+    task's full table-to-query gap (each sequence's gap is drawn uniformly from 0 to it;
+    None: every sequence at the full gap, the evaluation layout), and ``dense`` supervises
+    every query instead of the task's own (end-only) answer. A task honours the fields it
+    names in `Task.signals`; the config rejects a training option its task does not."""
+
+    gap: float | None = None
+    dense: bool = False
+
+
 class Release(Protocol):
     """How a release-data task writes and checks its file set (see `Task.data`).
 
@@ -112,6 +125,7 @@ class Task:
     layout: ClassVar[Layout] = "bars"
     release: ClassVar[Release | None] = None  # the writer/validator of a "release" task
     release_keys: ClassVar[tuple[str, ...]] = ()  # settings it takes from its release block
+    signals: ClassVar[frozenset[str]] = frozenset()  # `Signal` fields its batches honour
 
     @classmethod
     def from_settings(cls, settings: dict[str, Any], data_dir: str | Path | None = None) -> Task:
@@ -123,9 +137,12 @@ class Task:
     def vocab_size(self) -> int:
         raise NotImplementedError
 
-    def train_batch(self, seed: int, step: int, batch: int) -> Batch:
-        """Training batch ``step`` of run ``seed``: a pure function of its arguments, so a
-        resumed run needs no random state."""
+    def train_batch(
+        self, seed: int, step: int, batch: int, signal: Signal | None = None
+    ) -> Batch:
+        """Training batch ``step`` of run ``seed`` under ``signal`` (None: the task's own
+        layout and supervision): a pure function of its arguments, so a resumed run needs no
+        random state beyond the curriculum's, which the checkpoint holds."""
         raise NotImplementedError
 
     def evaluate(self, model: Any, examples: int | None = None, **options: Any) -> dict[str, Any]:
@@ -135,9 +152,10 @@ class Task:
     def floors(self) -> dict[str, float]:
         """Chance levels computed from the settings, never typed in. Every task gives
         ``value_marginal`` (a uniformly guessed answer: the floor "chance" is measured
-        against); a "bars" task also ``best_no_binding`` (the best strategy that never binds),
+        against); a recall task also ``best_no_binding`` (the best strategy that never binds),
         and where they apply ``uniform_pair_no_binding`` and ``rebinding_control``, the
-        other columns of the floors table (`FLOOR_COLUMNS`)."""
+        other columns of the floors table (`FLOOR_COLUMNS`); tables and figures show the
+        ones a task gives."""
         raise NotImplementedError
 
     def summary(self) -> str:

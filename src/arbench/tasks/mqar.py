@@ -34,6 +34,7 @@ import numpy as np
 from arbench.tasks.base import (
     IGNORE,
     Batch,
+    Signal,
     Task,
     load_eval_set,
     register_task,
@@ -330,7 +331,9 @@ class MQARTask(Task):
     def vocab_size(self) -> int:
         return self.cfg.vocab_size
 
-    def train_batch(self, seed: int, step: int, batch: int) -> Batch:
+    def train_batch(
+        self, seed: int, step: int, batch: int, signal: Signal | None = None
+    ) -> Batch:
         return generate(self.cfg, batch, stream_rng(seed, step))
 
     def eval_set(self, n: int) -> Batch:

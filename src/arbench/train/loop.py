@@ -23,7 +23,8 @@ import torch.nn.functional as F
 import arbench
 from arbench.io import atomic_write_bytes
 from arbench.models import LanguageModel, ModelConfig, build_model
-from arbench.tasks.base import IGNORE, Task
+from arbench.tasks.base import IGNORE, Signal, Task
+from arbench.train.curriculum import Curriculum, CurriculumConfig
 from arbench.train.schedule import lr_at
 
 
@@ -41,10 +42,33 @@ class TrainConfig:
     checkpoint_every: int = 500
     log_every: int = 50
     device: str = "cpu"  # cpu | cuda | auto (cuda when available); bitwise claims hold on cpu
+    # training-signal options (the task must honour them, `Task.signals`): a distance
+    # curriculum (`arbench.train.curriculum`) and dense supervision of every query
+    curriculum: CurriculumConfig | None = None
+    dense: bool = False
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
+        d = dict(d)
+        if d.get("curriculum") is not None and not isinstance(d["curriculum"], CurriculumConfig):
+            d["curriculum"] = CurriculumConfig.from_dict(d["curriculum"])
         return cls(**d)
+
+    def signal_options(self) -> set[str]:
+        """The `Signal` fields these options set, which the task must honour."""
+        used = {"gap": self.curriculum is not None, "dense": self.dense}
+        return {name for name, on in used.items() if on}
+
+
+def check_signals(task: Task, cfg: TrainConfig) -> None:
+    """Fail early, naming the option, when the task ignores a training-signal option."""
+    missing = sorted(cfg.signal_options() - task.signals)
+    if missing:
+        option = {"gap": "curriculum", "dense": "dense"}[missing[0]]
+        raise ValueError(
+            f"train.{option}: task {task.name!r} has no {missing[0]!r} signal "
+            f"(it honours {sorted(task.signals) or 'none'})"
+        )
 
 
 def resolve_device(name: str) -> torch.device:
@@ -89,10 +113,15 @@ def _optimizer(model: LanguageModel, cfg: TrainConfig) -> torch.optim.AdamW:
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.95))
 
 
-def _save_checkpoint(path: Path, model, opt, step: int, metrics: list[str]) -> None:
-    """Model, optimizer, step and the metric lines so far, written atomically."""
+def _save_checkpoint(
+    path: Path, model, opt, step: int, metrics: list[str], ramp: Curriculum | None
+) -> None:
+    """Model, optimizer, step, the metric lines so far and the curriculum's state, written
+    atomically."""
     buf = io.BytesIO()
     state = {"model": model.state_dict(), "optim": opt.state_dict(), "step": step}
+    if ramp is not None:
+        state["curriculum"] = ramp.state()
     torch.save({**state, "metrics": metrics}, buf)
     atomic_write_bytes(path, buf.getvalue())
 
@@ -114,6 +143,8 @@ def train(
     by tests to emulate a kill); ``progress`` is a callable taking a string.
     """
     torch.set_num_threads(threads)
+    check_signals(task, cfg)
+    ramp = None if cfg.curriculum is None else Curriculum(cfg.curriculum, cfg.steps)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     ckpt_path, metrics_path = run_dir / "checkpoint.pt", run_dir / "metrics.jsonl"
@@ -126,6 +157,8 @@ def train(
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optim"])
         start, lines = int(ck["step"]), list(ck["metrics"])
+        if ramp is not None:
+            ramp.load_state(ck["curriculum"])
         if progress:
             progress(f"resumed from checkpoint at step {start}")
     # the metrics file always restarts from what the checkpoint vouches for
@@ -141,16 +174,21 @@ def train(
             )
             for g in opt.param_groups:
                 g["lr"] = lr
-            tokens, targets = task.train_batch(seed, step, cfg.batch).tensors(device)
+            gap = None if ramp is None else ramp.gap(step)
+            signal = Signal(gap=gap, dense=cfg.dense) if ramp or cfg.dense else None
+            tokens, targets = task.train_batch(seed, step, cfg.batch, signal).tensors(device)
             loss, acc = masked_loss(model, tokens, targets)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             opt.step()
+            if ramp is not None:
+                ramp.observe(step, acc.item())
             done = step + 1
             if done % cfg.log_every == 0 or done == cfg.steps:
                 last = {"loss": loss.item(), "acc": acc.item(), "grad_norm": gnorm.item()}
-                lines.append(json.dumps({"step": done, "lr": lr, **last}))
+                extra = {} if gap is None else {"gap": gap}
+                lines.append(json.dumps({"step": done, "lr": lr, **last, **extra}))
                 metrics.write(lines[-1] + "\n")
                 metrics.flush()
                 if progress:
@@ -159,7 +197,7 @@ def train(
                         f"({time.perf_counter() - t0:.0f}s)"
                     )
             if done % cfg.checkpoint_every == 0 or done == cfg.steps:
-                _save_checkpoint(ckpt_path, model, opt, done, lines)
+                _save_checkpoint(ckpt_path, model, opt, done, lines, ramp)
             if stop_after is not None and done >= stop_after and done < cfg.steps:
                 return {"stopped_at": done}
     wall = time.perf_counter() - t0

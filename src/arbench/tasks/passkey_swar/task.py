@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from arbench.tasks.base import IGNORE, Batch, Task, register_task, settings_of
+from arbench.tasks.base import IGNORE, Batch, Signal, Task, register_task, settings_of
 from arbench.tasks.passkey_swar.generator import Params, vocab
 from arbench.tasks.passkey_swar.release import PasskeySwarRelease
 
@@ -146,7 +146,9 @@ class PasskeySwarTask(Task):
             raise ValueError("passkey_swar: training and evaluation need the release's folder")
         return load_split(self.data_dir, N, split)
 
-    def train_batch(self, seed: int, step: int, batch: int) -> Batch:
+    def train_batch(
+        self, seed: int, step: int, batch: int, signal: Signal | None = None
+    ) -> Batch:
         """A batch from one train config, both drawn from (seed, step) alone."""
         rng = np.random.default_rng(np.random.SeedSequence([0, seed, step]))
         N = self.train_configs[int(rng.integers(len(self.train_configs)))]
