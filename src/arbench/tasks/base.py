@@ -137,9 +137,7 @@ class Task:
     def vocab_size(self) -> int:
         raise NotImplementedError
 
-    def train_batch(
-        self, seed: int, step: int, batch: int, signal: Signal | None = None
-    ) -> Batch:
+    def train_batch(self, seed: int, step: int, batch: int, signal: Signal | None = None) -> Batch:
         """Training batch ``step`` of run ``seed`` under ``signal`` (None: the task's own
         layout and supervision): a pure function of its arguments, so a resumed run needs no
         random state beyond the curriculum's, which the checkpoint holds."""

@@ -331,9 +331,7 @@ class MQARTask(Task):
     def vocab_size(self) -> int:
         return self.cfg.vocab_size
 
-    def train_batch(
-        self, seed: int, step: int, batch: int, signal: Signal | None = None
-    ) -> Batch:
+    def train_batch(self, seed: int, step: int, batch: int, signal: Signal | None = None) -> Batch:
         return generate(self.cfg, batch, stream_rng(seed, step))
 
     def eval_set(self, n: int) -> Batch:

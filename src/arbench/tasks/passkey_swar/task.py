@@ -146,9 +146,7 @@ class PasskeySwarTask(Task):
             raise ValueError("passkey_swar: training and evaluation need the release's folder")
         return load_split(self.data_dir, N, split)
 
-    def train_batch(
-        self, seed: int, step: int, batch: int, signal: Signal | None = None
-    ) -> Batch:
+    def train_batch(self, seed: int, step: int, batch: int, signal: Signal | None = None) -> Batch:
         """A batch from one train config, both drawn from (seed, step) alone."""
         rng = np.random.default_rng(np.random.SeedSequence([0, seed, step]))
         N = self.train_configs[int(rng.integers(len(self.train_configs)))]
