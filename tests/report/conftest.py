@@ -154,3 +154,51 @@ def tuned_evals() -> list[dict[str, Any]]:
 @pytest.fixture
 def grid_scores() -> dict[tuple[str, int], list[float]]:
     return GRID_SCORES
+
+
+HAYSTACK = {"name": "haystack", "pairs": 2, "n_keys": 8, "n_values": 20, "seq_len": 24}
+LOCKIN = {
+    **BARS,
+    "title": "A lock-in study",
+    "task": HAYSTACK,
+    "layout": "lockin",
+    "arms": {
+        "plain": {"cell": "delta_rule", "conv": True},
+        "ramped": {"cell": "delta_rule", "conv": True, "train": {"curriculum": {"ramp": "shaped"}}},
+    },
+    "contrasts": [{"knob": "curriculum", "a": "ramped", "b": "plain"}],
+}
+# "ramped" locks in on 4 of 5 seeds, "plain" on 1: Fisher two-sided p = 0.206
+LOCKIN_SCORES = {"ramped": [0.99, 0.97, 1.0, 0.3, 0.95], "plain": [0.05, 0.06, 0.98, 0.04, 0.05]}
+
+
+@pytest.fixture
+def lockin_experiment() -> dict[str, Any]:
+    return LOCKIN
+
+
+@pytest.fixture
+def lockin_evals() -> list[dict[str, Any]]:
+    return [
+        _eval(arm, s, acc, False)
+        for arm, scores in LOCKIN_SCORES.items()
+        for s, acc in enumerate(scores)
+    ]
+
+
+@pytest.fixture
+def lockin_curves() -> dict[tuple[str, int], list[dict[str, Any]]]:
+    """Training curves: every seed of each arm rising to its final score, gap where ramped."""
+    return {
+        (arm, s): [
+            {
+                "step": 10 * i,
+                "acc": acc * i / 20,
+                "loss": 1.0,
+                **({"gap": i / 20} if arm == "ramped" else {}),
+            }
+            for i in range(1, 21)
+        ]
+        for arm, scores in LOCKIN_SCORES.items()
+        for s, acc in enumerate(scores)
+    }

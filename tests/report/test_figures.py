@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import matplotlib.image
@@ -11,9 +12,13 @@ from arbench.report.experiment import experiment_stats
 from arbench.report.figures import FIGURES
 from arbench.tasks import TASKS
 
+ROOT = Path(__file__).resolve().parents[2]
+
 
 def test_every_declared_layout_has_a_figure() -> None:
     assert {cls.layout for cls in TASKS.values()} <= set(FIGURES)
+    schema = json.loads((ROOT / "schemas" / "config.schema.json").read_text())
+    assert set(schema["$defs"]["experiment"]["properties"]["layout"]["enum"]) <= set(FIGURES)
 
 
 @pytest.mark.parametrize("layout", ["bars", "sweep", "grid", "tuned"])
@@ -29,3 +34,15 @@ def test_figures_are_written_and_readable(layout, request, tmp_path: Path) -> No
     assert image[..., :3].std() > 0.05  # not blank
     assert pdf.read_bytes().startswith(b"%PDF")
     assert not list(tmp_path.glob(".*"))  # no temporary file left behind
+
+
+def test_lockin_figure_draws_a_curve_per_seed(
+    lockin_experiment, lockin_evals, lockin_curves, tmp_path: Path
+) -> None:
+    stats = experiment_stats("x", lockin_experiment, lockin_evals, "demo", "lockin", lockin_curves)
+    assert len(stats["arms"]["ramped"]["curves"]["0"]) == 20
+    assert stats["arms"]["ramped"]["curves"]["0"][0]["gap"] == 0.05
+    png = tmp_path / "f.png"
+    FIGURES["lockin"](stats, [png])
+    image = matplotlib.image.imread(png)
+    assert image.shape[1] > 500 and image[..., :3].std() > 0.05

@@ -80,3 +80,19 @@ def test_tuned_grid_table_shows_best_and_default(tuned_experiment, tuned_evals) 
     assert "0.001 (default)" not in tex  # per-value contrasts only at the default
     assert r"best & convolution & rank-1 & \texttt{armed}@0.001 & \texttt{plain}@0.004" in tex
     assert "the shared default is 0.002" in tex
+
+
+def test_lockin_table_gives_counts_rates_and_fisher_p(
+    lockin_experiment, lockin_evals, lockin_curves
+) -> None:
+    stats = experiment_stats("x", lockin_experiment, lockin_evals, "demo", "lockin", lockin_curves)
+    tex = render(TEMPLATES / "lockin.tex.j2", source="s.json", **stats)
+    assert tex.index(r"\texttt{plain}") < tex.index(r"\texttt{ramped}")  # the config's order
+    assert r"delta\_rule, conv; shaped curriculum & 4/5 & 0.80" in tex
+    c = stats["contrasts"][0]
+    assert (c["lock_in"]["k_a"], c["lock_in"]["k_b"]) == (4, 1)
+    assert c["lock_in"]["p"] == pytest.approx(0.2063, abs=1e-4)  # two-sided Fisher, 4/5 vs 1/5
+    assert "4/5 vs 1/5 & 0.206" in tex
+    assert f"{c['diff']:+.3f}" in tex
+    assert "haystack: 2 pairs" in tex  # the task summary in the caption
+    assert tex.count(r"\begin{tabular}") == tex.count(r"\end{tabular}") == 2

@@ -199,8 +199,30 @@ def test_evaluate_round_trip_with_a_tiny_model(tmp_path) -> None:
     save_eval_set(task.eval_set(32), tmp_path / "eval.npz")
     model = build_model(ModelConfig(vocab_size=120, d_model=8, layers=1), seed=0)
     scores = task.evaluate(model)
-    assert scores["supervised"] == 32 * 4 and scores["sequences"] == 32
+    assert scores["supervised"] == 32 * 3 and scores["sequences"] == 32  # slot 1 excluded
     assert 0.0 <= scores["accuracy"] <= 1.0 and 0.0 <= scores["final_accuracy"] <= 1.0
+
+
+def test_copying_the_input_scores_nothing_on_the_headline(tmp_path) -> None:
+    """The first product is its own input: a copier scores there only, which the headline
+    (products of two or more elements) excludes and all_slots_accuracy counts."""
+    task = build_task({"name": "s5", "depth": 4}, tmp_path)
+    held_out = task.eval_set(200)
+    save_eval_set(held_out, tmp_path / "eval.npz")
+
+    class Copier:
+        def eval(self):
+            return self
+
+        def hidden(self, tok):
+            return tok.clone(), None
+
+        def logits(self, h):
+            return torch.nn.functional.one_hot(h, ORDER).double()
+
+    scores = task.evaluate(Copier())
+    assert scores["all_slots_accuracy"] >= 0.25
+    assert scores["accuracy"] < 0.05
 
 
 def test_final_accuracy_reads_only_the_last_slot(tmp_path) -> None:

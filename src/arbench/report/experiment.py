@@ -95,6 +95,7 @@ def experiment_stats(
         "parameters": {"min": min(params), "max": max(params)},
         "floors": build_task(exp["task"]).floors(),
         "arms": arms,
+        "arm_order": list(arms),  # the config's order (the JSON file sorts its keys)
         "knobs": list(dict.fromkeys(k for spec in exp["arms"].values() for k in spec)),
         "contrasts": contrasts,
         "rebinding": any("rebinding" in a for a in arms.values()),

@@ -153,7 +153,7 @@ def lockin_curves(stats: dict[str, Any], outputs: list[str | Path]) -> None:
     training accuracy (at each batch's own gap) against step, the curriculum's maximum gap in
     grey where there is one, and each seed's held-out accuracy at the full gap as a dot at the
     right edge, coloured like its line."""
-    arms = list(stats["arms"])
+    arms = stats.get("arm_order") or list(stats["arms"])
     cols = min(3, len(arms))
     rows = -(-len(arms) // cols)
     fig, axes = plt.subplots(
@@ -181,7 +181,9 @@ def lockin_curves(stats: dict[str, Any], outputs: list[str | Path]) -> None:
                     )
             ax.scatter([end * 1.03], [score], s=12, color=color, zorder=3, clip_on=False)
         ax.axhline(stats["lock_in_threshold"], color="black", lw=0.6, ls=":", label="lock-in")
-        ax.axhline(a["floors"]["value_marginal"], color="grey", lw=0.8, ls=":", label="value floor")
+        ax.axhline(
+            a["floors"]["value_marginal"], color="grey", lw=0.8, ls="-.", label="value floor"
+        )
         ax.set_title(f"{name}: {a['lock_in']}/{a['n']} lock in", fontsize=7)
         ax.set_ylim(-0.02, 1.05)
         ax.tick_params(labelsize=6)

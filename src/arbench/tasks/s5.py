@@ -217,12 +217,19 @@ class S5Task(Task):
         return f"S5 running products, depth {self.cfg.depth} ({ORDER} classes)"
 
     def evaluate(self, model: Any, examples: int | None = None) -> dict[str, Any]:
-        """Held-out accuracy over every product slot (the headline), plus ``final_accuracy``,
-        the depth-d product slot alone (the whole sequence composed)."""
+        """Held-out accuracy over every product of two or more elements (the headline: the
+        first slot's product is its own input, so copying would score 1/depth there),
+        ``all_slots_accuracy`` with it, and ``final_accuracy``, the depth-d product alone."""
         from arbench.evaluate.recall import accuracy
 
         held_out = load_eval_set(self.data_dir)
-        scores = accuracy(model, held_out.tokens, held_out.targets)
+        composed = held_out.targets.copy()
+        if composed.shape[1] > 1:
+            composed[:, 0] = IGNORE
+        scores = accuracy(model, held_out.tokens, composed)
+        scores["all_slots_accuracy"] = accuracy(model, held_out.tokens, held_out.targets)[
+            "accuracy"
+        ]
         last = np.full_like(held_out.targets, IGNORE)
         last[:, -1] = held_out.targets[:, -1]
         scores["final_accuracy"] = accuracy(model, held_out.tokens, last)["accuracy"]

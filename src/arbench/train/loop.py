@@ -175,8 +175,11 @@ def train(
             for g in opt.param_groups:
                 g["lr"] = lr
             gap = None if ramp is None else ramp.gap(step)
-            signal = Signal(gap=gap, dense=cfg.dense) if ramp or cfg.dense else None
-            tokens, targets = task.train_batch(seed, step, cfg.batch, signal).tensors(device)
+            if ramp is None and not cfg.dense:  # a task without signals need not take one
+                drawn = task.train_batch(seed, step, cfg.batch)
+            else:
+                drawn = task.train_batch(seed, step, cfg.batch, Signal(gap=gap, dense=cfg.dense))
+            tokens, targets = drawn.tensors(device)
             loss, acc = masked_loss(model, tokens, targets)
             opt.zero_grad(set_to_none=True)
             loss.backward()
