@@ -489,3 +489,22 @@ def test_evaluate_round_trip(tmp_path) -> None:
     assert scores["supervised"] == 12 and scores["sequences"] == 12
     with pytest.raises(ValueError, match="data folder"):
         build_task({"name": "haystack"}).evaluate(model)
+
+
+@pytest.mark.parametrize("name", ["haystack", "collision"])
+def test_a_reserved_shift_moves_the_held_out_content_only_in_the_shifting_layout(name) -> None:
+    base = {"name": name, "pairs": 4, "n_keys": 16, "n_values": 10, "seq_len": 64, "shift": 16}
+    shifting = build_task({**base, "layout": "shifting"})
+    fixed = build_task({**base, "layout": "fixed"})
+    assert shifting.cfg.full_gap == fixed.cfg.full_gap  # the same gaps in both layouts
+    for task, moves in ((shifting, True), (fixed, False)):
+        held_out = task.eval_set(200)
+        assert task.oracle(held_out) == []
+        lead = (held_out.tokens == task.cfg.pad_id).argmin(axis=1)  # first non-PAD position
+        assert (lead.max() > 0) == moves and lead.max() <= 16
+        assert (held_out.tokens[:, -1] == task.cfg.pad_id).mean() > (0.0 if moves else 0.99)
+
+
+def test_a_negative_shift_names_the_key() -> None:
+    with pytest.raises(ValueError, match="task.shift"):
+        build_task({"name": "haystack", "shift": -1})

@@ -22,7 +22,10 @@ alone (``answer="key"``: the value is read at the key, the next-token convention
 kind's own unit and the full gap fills the sequence: G_max = L - 2P - wP filler tokens, or
 (L - 2P - wP) // 2 pairs, for slot width w. In the ``fixed`` layout the table starts at
 position 0 and PAD trails; in the ``shifting`` layout a uniformly drawn lead of PAD shifts the
-whole content within the sequence.
+whole content within the sequence. ``shift`` reserves that many positions: the full gap
+leaves them free, so even at the full gap (the held-out set) a shifting layout moves the
+content by up to ``shift`` positions, while a fixed one leaves them as trailing PAD, so the
+two layouts of one ``shift`` have the same gaps.
 
 Training batches honour both `Signal` fields: ``gap`` (a distance curriculum: each row's G
 drawn uniformly from 0..round(f * G_max), in the kind's unit; None: G_max) and ``dense``
@@ -71,6 +74,7 @@ class HaystackConfig:
     layout: str = "fixed"
     distractors: str = "filler"
     n_filler: int = 64
+    shift: int = 0  # positions reserved for moving the content: the full gap leaves them free
 
     @property
     def pad_id(self) -> int:
@@ -102,7 +106,7 @@ class HaystackConfig:
     @property
     def full_gap(self) -> int:
         """G_max: the most gap units (filler tokens or pairs) between table and queries."""
-        room = self.seq_len - 2 * self.pairs - self.slot_width * self.pairs
+        room = self.seq_len - 2 * self.pairs - self.slot_width * self.pairs - self.shift
         return room // self.gap_unit
 
     def validate(self) -> None:
@@ -128,16 +132,19 @@ class HaystackConfig:
             )
         if self.answer not in ANSWERS:
             raise ValueError(f"task.answer must be one of {ANSWERS}, got {self.answer!r}")
+        if self.shift < 0:
+            raise ValueError(f"task.shift must be >= 0, got {self.shift}")
         if self.layout not in LAYOUTS:
             raise ValueError(f"task.layout must be one of {LAYOUTS}, got {self.layout!r}")
         if self.n_values < 2:
             raise ValueError(f"task.n_values must be >= 2, got {self.n_values}")
         if self.full_gap < 1:
             unit = "filler token" if self.distractors == "filler" else "distractor pair"
-            need = 2 * self.pairs + self.slot_width * self.pairs + self.gap_unit
+            need = 2 * self.pairs + self.slot_width * self.pairs + self.gap_unit + self.shift
             raise ValueError(
                 f"task.seq_len={self.seq_len} leaves no room for a {unit}: needs >= {need} "
-                f"(2*pairs table + {self.slot_width}*pairs queries + {self.gap_unit})"
+                f"(2*pairs table + {self.slot_width}*pairs queries + {self.gap_unit} + shift "
+                f"{self.shift})"
             )
 
     @classmethod
@@ -431,7 +438,8 @@ class HaystackTask(Task):
         )
         return (
             f"{self.name}: {c.pairs} pairs, {c.n_values} values, L={c.seq_len} "
-            f"({gap}), {c.layout} layout, answer at {where}"
+            f"({gap}), {c.layout} layout{f' (shift {c.shift})' if c.shift else ''}, "
+            f"answer at {where}"
         )
 
     def evaluate(self, model: Any, examples: int | None = None) -> dict[str, Any]:
