@@ -3,7 +3,7 @@
 import _arbench_path  # noqa: F401  (puts src/ on sys.path)
 
 from arbench.io import atomic_write_json, atomic_write_text
-from arbench.report.experiment import CHANCE_FACTOR
+from arbench.report.experiment import CHANCE_FACTOR, NO_BINDING_FACTOR
 from arbench.report.floors import floor_rows
 from arbench.report.tables import render
 from arbench.runtime import setup
@@ -11,7 +11,12 @@ from arbench.runtime import setup
 sm = snakemake
 log = setup(sm.log[0], sm.threads)
 rows = floor_rows(list(sm.params.blocks))
-context = {"rows": rows, "scale": sm.params.scale, "chance_factor": CHANCE_FACTOR}
+context = {
+    "rows": rows,
+    "scale": sm.params.scale,
+    "chance_factor": CHANCE_FACTOR,
+    "no_binding_factor": NO_BINDING_FACTOR,
+}
 atomic_write_json(sm.output.json, context)
 atomic_write_text(sm.output.tex, render(sm.input.template, source=sm.output.json, **context))
 log(f"wrote {len(rows)} rows to {sm.output.tex}")

@@ -75,3 +75,15 @@ def test_a_tuned_grid_reports_each_arm_at_its_best_value(
         np.mean(grid_scores[("armed", 0)]) - np.mean(grid_scores[("plain", 2)])
     )
     assert not stats["rebinding"]
+
+
+def test_chance_is_the_higher_of_the_value_and_no_binding_thresholds() -> None:
+    from arbench.report.experiment import chance_threshold
+    from arbench.tasks import build_task
+
+    mqar = build_task({"name": "mqar", "pairs": 32, "n_keys": 64, "n_values": 26}).floors()
+    assert chance_threshold(mqar) == pytest.approx(10 / 26)  # 0.385: the value floor's
+    haystack = build_task({"name": "haystack"}).floors()
+    assert chance_threshold(haystack) == pytest.approx(1.5 * haystack["best_no_binding"])
+    assert chance_threshold(haystack) > 10 / 54  # a cell at the no-binding floor is chance
+    assert chance_threshold({"value_marginal": 1 / 120}) == pytest.approx(10 / 120)  # S5

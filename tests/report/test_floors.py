@@ -48,7 +48,19 @@ def test_the_config_floors_table_has_every_task_and_the_papers_values() -> None:
     passkey = next(r for r in rows if r["task"] == "passkey_swar")
     assert passkey["floors"]["best_no_binding"] is None and "always_null" in passkey["other"]
     tex = render(
-        TEMPLATES / "floors.tex.j2", source="f.json", rows=rows, scale="paper", chance_factor=10
+        TEMPLATES / "floors.tex.j2",
+        source="f.json",
+        rows=rows,
+        scale="paper",
+        chance_factor=10,
+        no_binding_factor=1.5,
     )
     assert tex.count(r"\\") >= len(rows) and "-- & -- & --" in tex
     assert r"lr\_sweep" in tex and "0.0685" in tex
+    # the paper's appendix C floors of the later tasks: 1/54 for haystack and collision, the
+    # collision no-binding floor of about 0.26, and 1/120 exactly for S5
+    collision = next(r for r in rows if r["task"] == "collision")
+    assert round(collision["floors"]["value_marginal"], 3) == 0.019
+    assert abs(collision["floors"]["uniform_pair_no_binding"] - 0.26) < 0.005
+    s5 = next(r for r in rows if r["task"] == "s5")
+    assert s5["floors"]["value_marginal"] == 1 / 120

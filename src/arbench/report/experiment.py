@@ -1,9 +1,10 @@
 """Assemble an experiment's statistics from its per-run evaluations.
 
 Every number comes from the evaluations passed in, every floor from the task's own
-calculator. An accuracy below ``chance_factor`` (default 10) times its task's value floor is
-marked chance, and a contrast whose two arms are both at chance is flagged as such: its p
-says nothing about binding.
+calculator. An accuracy below ``chance_factor`` (default 10) times its task's value floor, or
+below ``NO_BINDING_FACTOR`` (1.5) times its best no-binding floor where the task has one, is
+marked chance (`chance_threshold`), and a contrast whose two arms are both at chance is
+flagged as such: its p says nothing about binding.
 """
 
 from __future__ import annotations
@@ -25,6 +26,20 @@ from arbench.stats import compare_lock_in, contrast, describe
 from arbench.tasks import build_task
 
 CHANCE_FACTOR = 10.0
+# an accuracy within half again of the best strategy that never binds shows no binding either:
+# the haystack's no-binding floor (0.28) lies above ten times its value floor (0.19)
+NO_BINDING_FACTOR = 1.5
+
+
+def chance_threshold(floors: dict[str, float], factor: float = CHANCE_FACTOR) -> float:
+    """The accuracy below which a mean is marked chance: ``factor`` x the value floor, or
+    `NO_BINDING_FACTOR` x the best no-binding floor (where the task has one), whichever is
+    higher."""
+    no_binding = max(
+        (floors[k] for k in ("best_no_binding", "uniform_pair_no_binding") if k in floors),
+        default=0.0,
+    )
+    return max(factor * floors["value_marginal"], NO_BINDING_FACTOR * no_binding)
 
 
 def experiment_stats(
@@ -58,7 +73,7 @@ def experiment_stats(
         task = build_task(task_settings(exp, run_arm))
         floors = task.floors()
         floors_of.setdefault(value_label(value), floors)
-        arms[run_arm] = _arm_summary(runs, i, threshold, factor * floors["value_marginal"])
+        arms[run_arm] = _arm_summary(runs, i, threshold, chance_threshold(floors, factor))
         arms[run_arm].update(
             arm=arm,
             value=value,
@@ -91,6 +106,7 @@ def experiment_stats(
         "eval_examples": exp["eval"]["examples"],
         "lock_in_threshold": threshold,
         "chance_factor": factor,
+        "no_binding_factor": NO_BINDING_FACTOR,
         "state_sizes_per_layer": states,
         "parameters": {"min": min(params), "max": max(params)},
         "floors": build_task(exp["task"]).floors(),

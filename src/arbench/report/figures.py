@@ -192,8 +192,11 @@ def lockin_curves(stats: dict[str, Any], outputs: list[str | Path]) -> None:
         ax.axis("off")
     for ax in axes[:, 0]:
         ax.set_ylabel("training accuracy", fontsize=7)
-    handles, labels = axes.flat[0].get_legend_handles_labels()
-    fig.legend(handles, labels, fontsize=6, loc="lower right", ncol=3)
+    legend: dict[str, Any] = {}  # every panel's labelled lines, once each
+    for ax in axes.flat:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            legend.setdefault(label, handle)
+    fig.legend(list(legend.values()), list(legend), fontsize=6, loc="lower right", ncol=3)
     fig.suptitle(
         f"{stats['title']} (scale={stats['scale']}); dots: held-out accuracy at the full gap",
         fontsize=8,
