@@ -186,6 +186,30 @@ class Task:
         }
 
 
+class ConfigTask(Task):
+    """A stream task whose settings are one dataclass (`config_class`, with ``from_dict``
+    and ``vocab_size``): construction, vocabulary and the held-out set, written once for
+    every such adapter (MQAR, haystack, S5)."""
+
+    config_class: ClassVar[type]
+
+    def __init__(self, cfg: Any, data_dir: str | Path | None = None) -> None:
+        self.cfg = cfg
+        self.data_dir = None if data_dir is None else Path(data_dir)
+
+    @classmethod
+    def from_settings(cls, settings: dict[str, Any], data_dir: str | Path | None = None) -> Task:
+        return cls(cls.config_class.from_dict(settings), data_dir)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.cfg.vocab_size
+
+    def held_out(self) -> Batch:
+        """The held-out set the workflow wrote into this task's data folder."""
+        return load_eval_set(self.data_dir)
+
+
 def settings_of(cls: type, block: dict[str, Any], where: str = "task") -> Any:
     """Construct dataclass ``cls`` from ``block`` (its ``name`` dropped); unknown keys are a
     ValueError that names them and lists the known ones."""

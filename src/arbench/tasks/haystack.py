@@ -45,9 +45,8 @@ import numpy as np
 from arbench.tasks.base import (
     IGNORE,
     Batch,
+    ConfigTask,
     Signal,
-    Task,
-    load_eval_set,
     register_task,
     settings_of,
 )
@@ -377,7 +376,7 @@ def floors(cfg: HaystackConfig) -> dict[str, float]:
 
 
 @register_task
-class HaystackTask(Task):
+class HaystackTask(ConfigTask):
     """Haystack adapter (filler or fresh-pair distractors, ``task.distractors``): batches
     are pure functions of (seed, step, signal); evaluation reads the held-out set the
     workflow wrote (``eval.npz``)."""
@@ -388,11 +387,12 @@ class HaystackTask(Task):
     signals = frozenset({"gap", "dense"})
     kinds: ClassVar[tuple[str, ...]] = ("filler", "pairs")  # the first is the default
 
+    config_class = HaystackConfig
+
     def __init__(self, cfg: HaystackConfig, data_dir: str | Path | None = None) -> None:
         self._check_kind(cfg.distractors)
         cfg.validate()
-        self.cfg = cfg
-        self.data_dir = None if data_dir is None else Path(data_dir)
+        super().__init__(cfg, data_dir)
 
     @classmethod
     def _check_kind(cls, distractors: str) -> None:
@@ -411,10 +411,6 @@ class HaystackTask(Task):
         settings = {"distractors": cls.kinds[0], **settings}  # the task's own kind by default
         cls._check_kind(settings["distractors"])
         return cls(HaystackConfig.from_dict(settings), data_dir)
-
-    @property
-    def vocab_size(self) -> int:
-        return self.cfg.vocab_size
 
     def train_batch(self, seed: int, step: int, batch: int, signal: Signal | None = None) -> Batch:
         return generate(self.cfg, batch, stream_rng(seed, step), signal)
@@ -447,7 +443,7 @@ class HaystackTask(Task):
         the set was written with)."""
         from arbench.evaluate.recall import accuracy
 
-        held_out = load_eval_set(self.data_dir)
+        held_out = self.held_out()
         return accuracy(model, held_out.tokens, held_out.targets)
 
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -34,9 +33,8 @@ import numpy as np
 from arbench.tasks.base import (
     IGNORE,
     Batch,
+    ConfigTask,
     Signal,
-    Task,
-    load_eval_set,
     register_task,
     settings_of,
 )
@@ -309,27 +307,14 @@ def floors(cfg: MQARConfig) -> dict[str, float]:
 
 
 @register_task
-class MQARTask(Task):
+class MQARTask(ConfigTask):
     """Training and evaluation adapter: batches are pure functions of (seed, step); evaluation
     reads the held-out set the workflow wrote (``eval.npz`` in the data folder)."""
 
     name = "mqar"
     data = "stream"
     layout = "bars"
-
-    def __init__(self, cfg: MQARConfig, data_dir: str | Path | None = None) -> None:
-        self.cfg = cfg
-        self.data_dir = None if data_dir is None else Path(data_dir)
-
-    @classmethod
-    def from_settings(
-        cls, settings: dict[str, Any], data_dir: str | Path | None = None
-    ) -> MQARTask:
-        return cls(MQARConfig.from_dict(settings), data_dir)
-
-    @property
-    def vocab_size(self) -> int:
-        return self.cfg.vocab_size
+    config_class = MQARConfig
 
     def train_batch(self, seed: int, step: int, batch: int, signal: Signal | None = None) -> Batch:
         return generate(self.cfg, batch, stream_rng(seed, step))
@@ -359,7 +344,7 @@ class MQARTask(Task):
         control (`rebind`), as ``rebinding_accuracy``."""
         from arbench.evaluate.recall import accuracy
 
-        held_out = load_eval_set(self.data_dir)
+        held_out = self.held_out()
         scores = accuracy(model, held_out.tokens, held_out.targets)
         if rebinding:
             control = rebinding_set(held_out, self.cfg)

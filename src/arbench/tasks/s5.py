@@ -19,7 +19,6 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,9 +26,8 @@ import numpy as np
 from arbench.tasks.base import (
     IGNORE,
     Batch,
+    ConfigTask,
     Signal,
-    Task,
-    load_eval_set,
     register_task,
     settings_of,
 )
@@ -180,7 +178,7 @@ def floors(cfg: S5Config) -> dict[str, float]:
 
 
 @register_task
-class S5Task(Task):
+class S5Task(ConfigTask):
     """Training and evaluation adapter: batches are pure functions of (seed, step); evaluation
     reads the held-out set the workflow wrote (``eval.npz`` in the data folder)."""
 
@@ -189,17 +187,7 @@ class S5Task(Task):
     layout = "bars"
     signals = frozenset()
 
-    def __init__(self, cfg: S5Config, data_dir: str | Path | None = None) -> None:
-        self.cfg = cfg
-        self.data_dir = None if data_dir is None else Path(data_dir)
-
-    @classmethod
-    def from_settings(cls, settings: dict[str, Any], data_dir: str | Path | None = None) -> S5Task:
-        return cls(S5Config.from_dict(settings), data_dir)
-
-    @property
-    def vocab_size(self) -> int:
-        return self.cfg.vocab_size
+    config_class = S5Config
 
     def train_batch(self, seed: int, step: int, batch: int, signal: Signal | None = None) -> Batch:
         return generate(self.cfg, batch, stream_rng(seed, step))
@@ -222,7 +210,7 @@ class S5Task(Task):
         ``all_slots_accuracy`` with it, and ``final_accuracy``, the depth-d product alone."""
         from arbench.evaluate.recall import accuracy
 
-        held_out = load_eval_set(self.data_dir)
+        held_out = self.held_out()
         composed = held_out.targets.copy()
         if composed.shape[1] > 1:
             composed[:, 0] = IGNORE
