@@ -88,7 +88,9 @@ def test_lockin_table_gives_counts_rates_and_fisher_p(
     stats = experiment_stats("x", lockin_experiment, lockin_evals, "demo", "lockin", lockin_curves)
     tex = render(TEMPLATES / "lockin.tex.j2", source="s.json", **stats)
     assert tex.index(r"\texttt{plain}") < tex.index(r"\texttt{ramped}")  # the config's order
-    assert r"delta\_rule, conv; shaped curriculum & 4/5 & 0.80" in tex
+    assert r"every arm: delta\_rule, conv" in tex  # the settings all arms share, once
+    assert r"{\raggedright shaped curriculum} & 4/5 & 0.80" in tex
+    assert r"{\raggedright as every arm} & 1/5 & 0.20" in tex
     c = stats["contrasts"][0]
     assert (c["lock_in"]["k_a"], c["lock_in"]["k_b"]) == (4, 1)
     assert c["lock_in"]["p"] == pytest.approx(0.2063, abs=1e-4)  # two-sided Fisher, 4/5 vs 1/5

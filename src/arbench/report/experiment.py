@@ -64,6 +64,7 @@ def experiment_stats(
     for ev in evals:
         by_arm[ev["arm"]].append(ev)
     floors_of: dict[str, dict[str, float]] = {}
+    shared = shared_settings(list(exp["arms"].values()))
     arms = {}
     for i, run_arm in enumerate(run_arms(exp)):
         runs = sorted(by_arm.get(run_arm, []), key=lambda e: e["seed"])
@@ -78,7 +79,7 @@ def experiment_stats(
             arm=arm,
             value=value,
             spec=exp["arms"][arm],
-            settings=describe_arm(exp["arms"][arm]),
+            settings=describe_arm(exp["arms"][arm], shared),
             floors=floors,
             task=task.summary(),
         )
@@ -112,6 +113,7 @@ def experiment_stats(
         "floors": build_task(exp["task"]).floors(),
         "arms": arms,
         "arm_order": list(arms),  # the config's order (the JSON file sorts its keys)
+        "shared_settings": ", ".join(_words(shared)) if shared else "",
         "knobs": list(dict.fromkeys(k for spec in exp["arms"].values() for k in spec)),
         "contrasts": contrasts,
         "rebinding": any("rebinding" in a for a in arms.values()),
@@ -124,30 +126,47 @@ def experiment_stats(
     return out
 
 
-def describe_arm(spec: dict[str, Any]) -> str:
+def shared_settings(specs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The top-level arm keys (cell options) every arm sets to the same value."""
+    first, *rest = specs
+    return {
+        k: v
+        for k, v in first.items()
+        if k not in ("task", "model", "train") and all(k in o and o[k] == v for o in rest)
+    }
+
+
+def _words(items: dict[str, Any]) -> list[str]:
+    """Options as words: the cell by name, a flag by its key, the rest as key=value."""
+    return [
+        str(v) if k == "cell" else k if v is True else f"no {k}" if v is False else f"{k}={v}"
+        for k, v in items.items()
+    ]
+
+
+def describe_arm(spec: dict[str, Any], shared: dict[str, Any] | None = None) -> str:
     """An arm's settings in a few words for a table cell: its cell and options, then what it
-    changes in the task, model and train blocks ("delta_rule, conv; shaped curriculum")."""
-    words = [spec["cell"]]
-    for key, value in spec.items():
-        if key in ("cell", "task", "model", "train"):
-            continue
-        words.append(key if value is True else f"no {key}" if value is False else f"{key}={value}")
+    changes in the task, model and train blocks ("delta_rule, conv; shaped curriculum"),
+    leaving out the ``shared`` options every arm has (the caption names those)."""
+    shared = shared or {}
+    own = {k: v for k, v in spec.items() if k not in ("task", "model", "train", *shared)}
+    words = _words(own)
     blocks = []
     for block in ("task", "model", "train"):
         for key, value in spec.get(block, {}).items():
             if key == "curriculum":
-                blocks.append(
-                    "no curriculum"
-                    if value is None
-                    else f"{value.get('ramp', 'linear')} curriculum"
-                )
+                ramp = "no curriculum" if value is None else f"{value.get('ramp', 'linear')}"
+                blocks.append(ramp if value is None else f"{ramp} curriculum")
             elif key == "dense":
                 blocks.append("dense" if value else "end-only")
             elif key == "name":
                 blocks.append(f"task {value}")
             else:
                 blocks.append(f"{key}={value}")
-    return ", ".join(words) + ("; " + ", ".join(blocks) if blocks else "")
+    text = ", ".join(words)
+    if blocks:
+        text += ("; " if text else "") + ", ".join(blocks)
+    return text or "as every arm"
 
 
 def _thin(lines: list[dict[str, Any]], keep: int = 200) -> list[dict[str, Any]]:
