@@ -92,11 +92,11 @@ def main() -> None:
         for arm, why in exp.get("skipped", {}).get("arms", {}).items()
     }
     total = {k: sum(r[k] for r in per_exp.values()) for k in ("trainings", "steps", "hours")}
-    print(f"\n{'experiment':<14}{'trainings':>10}{'steps':>12}{'core-hours':>12}")
+    print(f"\n{'experiment':<20}{'trainings':>10}{'steps':>12}{'core-hours':>12}")
     for name, row in per_exp.items():
-        print(f"{name:<14}{int(row['trainings']):>10}{int(row['steps']):>12,}{row['hours']:>12.1f}")
+        print(f"{name:<20}{int(row['trainings']):>10}{int(row['steps']):>12,}{row['hours']:>12.1f}")
     print(
-        f"{'total':<14}{int(total['trainings']):>10}{int(total['steps']):>12,}{total['hours']:>12.1f}"
+        f"{'total':<20}{int(total['trainings']):>10}{int(total['steps']):>12,}{total['hours']:>12.1f}"
     )
     for arm, why in {**skipped, **untimed}.items():
         print(f"not timed: {arm} ({why})")
