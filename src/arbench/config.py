@@ -205,10 +205,8 @@ def _check_grid(where: str, exp: dict[str, Any]) -> None:
     grid = exp["grid"]
     key, values = grid["key"], grid["values"]
     first = key.split(".")[0]
-    if first not in GRID_BLOCKS or "." not in key:
-        raise ConfigError(
-            f"{where}.grid.key: {key!r} must name a setting inside one of {GRID_BLOCKS}"
-        )
+    if first not in BLOCKS or "." not in key:
+        raise ConfigError(f"{where}.grid.key: {key!r} must name a setting inside one of {BLOCKS}")
     if len({json.dumps(v) for v in values}) != len(values):
         raise ConfigError(f"{where}.grid.values: {values} repeats a value")
     if grid.get("tune") and grid_default(exp) not in values:
@@ -232,15 +230,13 @@ def _check_eval_block(where: str, exp: dict[str, Any]) -> None:
             )
 
 
-def _check_signals(where: str, exp: dict[str, Any], run_arm: str) -> None:
+def _check_signals(where: str, task: Any, train: dict[str, Any]) -> None:
     """A run arm's training-signal options (curriculum, dense) are well formed and honoured
-    by its task."""
-    from arbench.tasks import build_task
+    by its (built) task."""
     from arbench.train.loop import TrainConfig, check_signals
 
     try:
-        train = TrainConfig.from_dict(train_settings(exp, run_arm))
-        check_signals(build_task(task_settings(exp, run_arm)), train)
+        check_signals(task, TrainConfig.from_dict(train))
     except (ValueError, TypeError) as e:
         raise ConfigError(f"{where}: {e}") from None
 
@@ -260,7 +256,7 @@ def semantic_checks(cfg: dict[str, Any]) -> None:
         for run_arm, (_, value) in points.items():
             at = "" if value is None else f" (grid {exp['grid']['key']}={value_label(value)})"
             try:
-                build_task(task_settings(exp, run_arm))
+                task = build_task(task_settings(exp, run_arm))
             except (ValueError, KeyError, TypeError) as e:
                 raise ConfigError(f"{where}.task{at}: {e}") from e
             tr = train_settings(exp, run_arm)
@@ -268,7 +264,7 @@ def semantic_checks(cfg: dict[str, Any]) -> None:
                 raise ConfigError(
                     f"{where}.train.warmup={tr['warmup']} must be < steps={tr['steps']}{at}"
                 )
-            _check_signals(f"{where} (run arm {run_arm})", exp, run_arm)
+            _check_signals(f"{where} (run arm {run_arm})", task, tr)
         for arm in exp["arms"]:
             _check_arm(where, exp, arm)
         for i, c in enumerate(exp.get("contrasts", [])):
@@ -338,10 +334,10 @@ def load(path: str | Path = ROOT / "config.yaml", **overrides: Any) -> dict[str,
 
 
 EVAL_PREFIX = "eval_"  # an arm's keys with this prefix are options of the task's evaluator
-GRID_BLOCKS = ("task", "model", "train")  # the blocks a grid key may point into
-# an arm may change settings of these blocks (``train: {curriculum: ...}``, ``task: {layout:
-# shifting}``, ``model: {layers: 1}``): each key replaces the experiment block's own
-ARM_BLOCKS = ("task", "model", "train")
+# The settings blocks of an experiment: a grid key points into one of them, and an arm may
+# change settings of each (``train: {curriculum: ...}``, ``task: {layout: shifting}``,
+# ``model: {layers: 1}``), each key replacing the experiment block's own.
+BLOCKS = ("task", "model", "train")
 MODEL_KEYS = ("d_model", "layers", "mlp_ratio", "cell_options", "embed_std", "tied_embeddings")
 
 
@@ -395,7 +391,7 @@ def grid_default(exp: dict[str, Any]) -> Any:
 
 def settings_block(exp: dict[str, Any], block: str, run_arm: str) -> dict[str, Any]:
     """The experiment's ``block`` ("task", "model" or "train") as one run arm sees it: the
-    arm's own settings for the block (`ARM_BLOCKS`) over the experiment's, then the grid key,
+    arm's own settings for the block (`BLOCKS`) over the experiment's, then the grid key,
     where it points into this block, set to the run arm's value."""
     arm, value = point_of(exp, run_arm)
     out = copy.deepcopy({**exp[block], **exp["arms"][arm].get(block, {})})
@@ -422,11 +418,11 @@ def train_settings(exp: dict[str, Any], run_arm: str) -> dict[str, Any]:
 
 def cell_options_of(spec: dict[str, Any]) -> dict[str, Any]:
     """An arm's cell options: its keys other than ``cell``, the ``eval_`` ones and its
-    block overrides (`ARM_BLOCKS`)."""
+    block overrides (`BLOCKS`)."""
     return {
         k: v
         for k, v in spec.items()
-        if k != "cell" and k not in ARM_BLOCKS and not k.startswith(EVAL_PREFIX)
+        if k != "cell" and k not in BLOCKS and not k.startswith(EVAL_PREFIX)
     }
 
 

@@ -51,6 +51,7 @@ class Plan:
         self.root = results_root(self.scale)
         self.experiments: dict[str, dict[str, Any]] = cfg["experiments"]
         self.releases: dict[str, dict[str, Any]] = cfg.get("releases", {})
+        self._dataset_of = self._dataset_names()
         self.datasets = self._datasets()
         self._runs = self._shared_runs()
 
@@ -97,23 +98,28 @@ class Plan:
         return out
 
     def dataset(self, experiment: str, run_arm: str) -> str:
-        """The stream dataset a run arm reads: one per distinct task block of the experiment,
+        """The stream dataset a run arm reads (named once for every run arm, `_dataset_names`)."""
+        return self._dataset_of[(experiment, run_arm)]
+
+    def _dataset_names(self) -> dict[tuple[str, str], str]:
+        """(experiment, run arm) -> its dataset: one per distinct task block of an experiment,
         named by the first run arm that trains on it: the experiment's own name, plus
-        ``-<arm>`` when that arm changes the task (`config.ARM_BLOCKS`) and
-        ``-<leaf><value>`` at each value of a grid over a task setting."""
-        exp = self.experiments[experiment]
-        mine = json.dumps(task_settings(exp, run_arm), sort_keys=True)
-        for other in run_arms(exp):  # the first run arm with the same task block names it
-            if json.dumps(task_settings(exp, other), sort_keys=True) == mine:
-                break
-        arm, value = grid_points(exp)[other]
-        name = experiment
-        if exp["arms"][arm].get("task"):
-            name += f"-{arm}"
-        grid = exp.get("grid")
-        if grid is not None and grid["key"].startswith("task."):
-            name += f"-{point_label(exp, value)}"
-        return name
+        ``-<arm>`` when that arm changes the task (`config.BLOCKS`) and ``-<leaf><value>`` at
+        each value of a grid over a task setting."""
+        out: dict[tuple[str, str], str] = {}
+        for experiment, exp in self.experiments.items():
+            grid = exp.get("grid")
+            on_task = grid is not None and grid["key"].startswith("task.")
+            first: dict[str, str] = {}  # task block -> the dataset its first run arm names
+            for run_arm, (arm, value) in grid_points(exp).items():
+                name = experiment
+                if exp["arms"][arm].get("task"):
+                    name += f"-{arm}"
+                if on_task:
+                    name += f"-{point_label(exp, value)}"
+                block = json.dumps(task_settings(exp, run_arm), sort_keys=True)
+                out[(experiment, run_arm)] = first.setdefault(block, name)
+        return out
 
     def task_settings(self, experiment: str, run_arm: str) -> dict[str, Any]:
         return task_settings(self.experiments[experiment], run_arm)

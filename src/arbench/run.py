@@ -131,10 +131,10 @@ def validate_stream(
 def _signal_samples(adapter: Task) -> list[Signal]:
     """Training signals to check a task's batches under: the curriculum's ends and middle,
     sparse and dense, for the signal fields the task honours."""
+    if not adapter.signals:
+        return []
     gaps = [0.0, 0.5, 1.0] if "gap" in adapter.signals else [None]
     denses = [False, True] if "dense" in adapter.signals else [False]
-    if gaps == [None] and denses == [False]:
-        return []
     return [Signal(gap=g, dense=d) for g in gaps for d in denses]
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from arbench.config import (
+    BLOCKS,
     grid_default,
     point_of,
     run_arm_name,
@@ -132,7 +133,7 @@ def shared_settings(specs: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         k: v
         for k, v in first.items()
-        if k not in ("task", "model", "train") and all(k in o and o[k] == v for o in rest)
+        if k not in BLOCKS and all(k in o and o[k] == v for o in rest)
     }
 
 
@@ -149,14 +150,14 @@ def describe_arm(spec: dict[str, Any], shared: dict[str, Any] | None = None) -> 
     changes in the task, model and train blocks ("delta_rule, conv; shaped curriculum"),
     leaving out the ``shared`` options every arm has (the caption names those)."""
     shared = shared or {}
-    own = {k: v for k, v in spec.items() if k not in ("task", "model", "train", *shared)}
+    own = {k: v for k, v in spec.items() if k not in (*BLOCKS, *shared)}
     words = _words(own)
     blocks = []
-    for block in ("task", "model", "train"):
+    for block in BLOCKS:
         for key, value in spec.get(block, {}).items():
             if key == "curriculum":
-                ramp = "no curriculum" if value is None else f"{value.get('ramp', 'linear')}"
-                blocks.append(ramp if value is None else f"{ramp} curriculum")
+                ramp = "no" if value is None else value.get("ramp", "linear")
+                blocks.append(f"{ramp} curriculum")
             elif key == "dense":
                 blocks.append("dense" if value else "end-only")
             elif key == "name":

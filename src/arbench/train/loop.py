@@ -54,21 +54,19 @@ class TrainConfig:
             d["curriculum"] = CurriculumConfig.from_dict(d["curriculum"])
         return cls(**d)
 
-    def signal_options(self) -> set[str]:
-        """The `Signal` fields these options set, which the task must honour."""
-        used = {"gap": self.curriculum is not None, "dense": self.dense}
-        return {name for name, on in used.items() if on}
+
+# each training-signal option of `TrainConfig` and the `Signal` field it sets
+SIGNAL_FIELDS = {"dense": "dense", "curriculum": "gap"}
 
 
 def check_signals(task: Task, cfg: TrainConfig) -> None:
     """Fail early, naming the option, when the task ignores a training-signal option."""
-    missing = sorted(cfg.signal_options() - task.signals)
-    if missing:
-        option = {"gap": "curriculum", "dense": "dense"}[missing[0]]
-        raise ValueError(
-            f"train.{option}: task {task.name!r} has no {missing[0]!r} signal "
-            f"(it honours {sorted(task.signals) or 'none'})"
-        )
+    for option, field in SIGNAL_FIELDS.items():
+        if getattr(cfg, option) and field not in task.signals:
+            raise ValueError(
+                f"train.{option}: task {task.name!r} has no {field!r} signal "
+                f"(it honours {sorted(task.signals) or 'none'})"
+            )
 
 
 def resolve_device(name: str) -> torch.device:
