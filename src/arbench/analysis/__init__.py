@@ -1,0 +1,1 @@
+"""Analyses that need no training (closed forms and simulations of state updates)."""
