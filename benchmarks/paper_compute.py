@@ -6,6 +6,7 @@ distinct (task, model, batch) shape on this machine with one thread, and prints 
 experiment the trainings, steps and estimated single-core hours, then the total:
 
     .venv/bin/python benchmarks/paper_compute.py [--scale paper] [--steps 5] [--out F.json]
+        [--experiments frontier ...]
 
 Evaluation (a few seconds per run) and the arms that cannot run here (named with their
 reason) are not included.
@@ -59,6 +60,7 @@ def main() -> None:
     parser.add_argument("--scale", default="paper")
     parser.add_argument("--steps", type=int, default=5, help="timed steps per shape")
     parser.add_argument("--out", help="also write the estimate as JSON here")
+    parser.add_argument("--experiments", nargs="*", help="only these experiments (default: all)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     plan = Plan(load(ROOT / "config.yaml", scale=args.scale))
@@ -67,6 +69,8 @@ def main() -> None:
     untimed: dict[str, str] = {}
     per_exp: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for experiment, run_arm, _ in owners:
+        if args.experiments and experiment not in args.experiments:
+            continue
         task = plan.task_settings(experiment, run_arm)
         model = plan.model(experiment, run_arm)
         train = plan.train_settings(experiment, run_arm)

@@ -23,6 +23,7 @@ from arbench.config import (
     task_settings,
     value_label,
 )
+from arbench.report import frontier
 from arbench.stats import compare_lock_in, contrast, describe
 from arbench.tasks import build_task
 
@@ -124,6 +125,9 @@ def experiment_stats(
         out["grid"] = _grid(exp, arms, floors_of, threshold)
     if layout == "sweep":
         out["sweep"] = _sweep(exp, evals)
+    if layout == "frontier":
+        frontier.annotate(exp, arms)
+        out["frontier"] = frontier.summary(out)
     return out
 
 

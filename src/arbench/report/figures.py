@@ -1,5 +1,7 @@
 """Matplotlib figures, one per layout: bars (one bar per arm, a dot per seed), sweep (accuracy
-vs evaluation length per answer type) and grid (accuracy vs the grid value, a line per arm)."""
+vs evaluation length per answer type), grid (accuracy vs the grid value, a line per arm),
+lockin (training curves per seed) and frontier (accuracy vs state size per cell, a panel per
+load)."""
 
 from __future__ import annotations
 
@@ -205,11 +207,70 @@ def lockin_curves(stats: dict[str, Any], outputs: list[str | Path]) -> None:
     save_figure(fig, outputs)
 
 
+def frontier_panels(stats: dict[str, Any], outputs: list[str | Path]) -> None:
+    """The recall-memory frontier: one panel per load K, accuracy against state per layer
+    (log2 x), one line per cell (means, a dot per seed); the attention control at its KV
+    cache per layer, drawn with open markers; the 0.9 and 0.99 targets dotted."""
+    fr = stats["frontier"]
+    loads = fr["loads"]
+    fig, axes = plt.subplots(
+        1, len(loads), figsize=(2.9 * len(loads) + 1.6, 3.3), sharey=True, squeeze=False
+    )
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    jitter = np.random.default_rng(0)  # dot placement only, not data
+    for ax, load in zip(axes[0], loads, strict=True):
+        for i, cell in enumerate(fr["cells"]):
+            curve = fr["curves"].get(f"{cell}|{load}")
+            if not curve:
+                continue
+            color = colors[i % len(colors)]
+            xs = np.array([p["state"] for p in curve], dtype=float)
+            kv = curve[0]["kind"] == "kv_cache"
+            ax.plot(
+                xs,
+                [p["mean"] for p in curve],
+                marker="s" if kv else "o",
+                ms=4,
+                mfc="white" if kv else color,
+                ls="--" if kv else "-",
+                color=color,
+                label=f"{cell} (KV cache)" if kv else cell,
+            )
+            for x, p in zip(xs, curve, strict=True):
+                at = x * 2.0 ** jitter.uniform(-0.08, 0.08, len(p["scores"]))
+                ax.scatter(at, p["scores"], s=6, color=color, alpha=0.5, zorder=3)
+        for t in fr["targets"]:
+            ax.axhline(t, color="grey", lw=0.7, ls=":")
+        ax.set_xscale("log", base=2)
+        ax.set_ylim(-0.02, 1.03)
+        ax.set_title(f"K = {load}", fontsize=8)
+        ax.set_xlabel("state per layer (elements; attention: KV cache)", fontsize=7)
+        ax.tick_params(labelsize=6)
+    axes[0][0].set_ylabel("held-out accuracy", fontsize=8)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    for ax in axes[0][1:]:
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    fig.legend(handles, labels, fontsize=6, loc="center right")
+    n = max(a["n"] for a in stats["arms"].values())
+    configs = sorted({r["config"] for r in fr["rows"]})
+    fig.suptitle(
+        f"{stats['title']} (scale={stats['scale']}, n≤{n} seeds per point; dotted: 0.9, 0.99)"
+        f"\nMQAR configs (vocab, L, K, power_a): {', '.join(configs)}",
+        fontsize=7,
+    )
+    fig.tight_layout(rect=(0, 0, 0.85, 1))
+    save_figure(fig, outputs)
+
+
 FIGURES = {  # by layout
     "bars": bars_with_seeds,
     "sweep": sweep_by_type,
     "grid": grid_lines,
     "lockin": lockin_curves,
+    "frontier": frontier_panels,
 }
 
 

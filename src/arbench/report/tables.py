@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,15 @@ def fmt_p(p: float) -> str:
     return "<0.0001" if p < 1e-4 else f"{p:.3g}" if p < 0.01 else f"{p:.3f}"
 
 
+def state_label(x: float) -> str:
+    """A state size for a table: $2^{k}$ when it is a power of two, else 3 significant
+    figures (an interpolated crossing)."""
+    k = math.log2(x) if x > 0 else float("nan")
+    if abs(k - round(k)) < 1e-9:
+        return f"$2^{{{int(round(k))}}}$"
+    return f"{x:,.3g}" if x < 1000 else f"{x:,.0f}"
+
+
 def environment(directory: str | Path = TEMPLATES) -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(directory)),
@@ -59,6 +69,7 @@ def environment(directory: str | Path = TEMPLATES) -> jinja2.Environment:
     env.filters["p"] = fmt_p
     env.filters["knob"] = fmt_cell
     env.filters["thousands"] = lambda n: f"{int(n):,}"
+    env.filters["state"] = state_label
     return env
 
 

@@ -1,0 +1,25 @@
+# Analyses that need no training: the interference study (additive vs delta-rule writes
+# into a fixed matrix state, closed form and simulation) as a figure and a self-contained
+# interactive page. Its settings are the config's `interference` block, all of them read.
+
+
+rule interference:
+    output:
+        pdf=f"{R}/figures/interference.pdf",
+        png=f"{R}/figures/interference.png",
+        html=f"{R}/figures/interference.html",
+    log:
+        f"{R}/logs/analysis/interference.log",
+    benchmark:
+        f"{R}/benchmarks/analysis/interference.tsv"
+    conda:
+        "../envs/report.yaml"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    params:
+        settings=CFG["interference"],
+        scale=SCALE,
+    script:
+        "../scripts/interference.py"
