@@ -37,16 +37,44 @@ paper-dryrun: $(STAMP)
 	$(BIN)/snakemake -n --cores 8
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests scripts benchmarks
+	$(BIN)/ruff check src tests scripts benchmarks tools
 	$(BIN)/snakemake --lint
 	$(BIN)/snakefmt --check .
 
 fmt: $(STAMP)
-	$(BIN)/ruff format src tests scripts benchmarks
+	$(BIN)/ruff format src tests scripts benchmarks tools
 	$(BIN)/snakefmt .
 
 report: $(STAMP)
 	$(BIN)/snakemake --report results/demo/report.html --config scale=demo
+
+# A CUDA machine's check (under 8 minutes): every cell's chunked vs recurrent form in fp32,
+# paper-scale factorial training steps/s, 10^7 streamed tokens with peak GPU memory. One JSON
+# on stdout and in GPU_CHECK_OUT; exit 1 if a cell fails. Without CUDA each part says skipped;
+# make gpu-check GPU_CHECK_ARGS=--cpu-smoke runs every part tiny on the CPU.
+GPU_CHECK_OUT ?= results/gpu_check.json
+GPU_CHECK_ARGS ?=
+.PHONY: gpu-check
+gpu-check: $(STAMP)
+	$(BIN)/python benchmarks/gpu_check.py --out $(GPU_CHECK_OUT) $(GPU_CHECK_ARGS)
+
+# Headless Chromium from Debian's packages, for the interactive page's browser test
+# (tests/report/test_interference_page.py skips, saying so, without it).
+.PHONY: browser
+browser:
+	command -v chromium-headless-shell >/dev/null || \
+	  { apt-get update -qq && apt-get install -y -qq chromium-headless-shell; }
+
+# A single-node SLURM on this machine (root, Debian), to try profiles/slurm for real:
+#   make slurm-install slurm-up; snakemake --profile profiles/slurm --config scale=smoke; make slurm-down
+# down stops the daemons by recorded pid and removes the conf and state it wrote.
+.PHONY: slurm-install slurm-up slurm-down
+slurm-install:
+	python3 tools/local_slurm.py install
+slurm-up:
+	python3 tools/local_slurm.py up
+slurm-down:
+	python3 tools/local_slurm.py down
 
 clean:
 	rm -rf results .snakemake

@@ -20,6 +20,20 @@ include: "rules/stats.smk"
 include: "rules/tables.smk"
 include: "rules/figures.smk"
 include: "rules/bench.smk"
+include: "rules/analysis.smk"
+
+
+# bookkeeping (stats, tables, figures, the benchmark's aggregation) runs in the main process
+# on a cluster: seconds of work that a scheduler's queue would only delay
+localrules:
+    all,
+    stats,
+    table,
+    cells_table,
+    floors_table,
+    figure,
+    bench_cells,
+    release_index,
 
 
 rule all:

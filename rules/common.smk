@@ -12,8 +12,23 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 from arbench import config as arbench_config  # noqa: E402
 from arbench.plan import Plan  # noqa: E402
 
+# Snakemake reads config files with a plain YAML loader (a repeated key silently replaces the
+# first; 3e-3 stays a string), so the config is read again strictly, in Snakemake's order:
+# the Snakefile's configfile (unless --replace-workflow-config), each --configfile, --config.
+_settings = workflow.config_settings
+_cli_files = [Path(f).resolve() for f in workflow.overwrite_configfiles]
+_own_files = [
+    Path(f).resolve()
+    for f in workflow.configfiles
+    if Path(f).resolve() not in _cli_files
+    and not (_settings.replace_workflow_config and _settings.overwrite_config)
+]
 try:
-    CFG = arbench_config.resolve(config)
+    CFG = arbench_config.resolve(
+        arbench_config.read_config(
+            [*_own_files, *_cli_files], dict(_settings.config), expected=config
+        )
+    )
 except arbench_config.ConfigError as err:
     raise WorkflowError(f"invalid config: {err}") from None
 

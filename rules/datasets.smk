@@ -55,6 +55,7 @@ rule validate_stream:
 
 rule release_split:
     output:
+        shards=PLAN.release_split_patterns(),
         sidecar=f"{R}/datasets/{{release}}/stats/{{subset}}/{{split}}.json",
     log:
         f"{R}/logs/releases/{{release}}/{{subset}}_{{split}}.log",
@@ -73,17 +74,52 @@ rule release_split:
     params:
         task=lambda wc: PLAN.releases[wc.release]["task"],
         settings=lambda wc: PLAN.release_split_settings(wc.release, wc.subset, wc.split),
+        root=lambda wc: PLAN.release_dir(wc.release),
     script:
         "../scripts/release_split.py"
 
 
+# The card, vocabulary and statistics, from every split's sidecar: their own job, so that the
+# validation job's only output is its report and a failed validation deletes nothing else.
+rule release_index:
+    input:
+        sidecars=lambda wc: PLAN.release_sidecars(wc.release),
+        shards=lambda wc: PLAN.release_shards(wc.release),
+    output:
+        PLAN.release_index_patterns(),
+    log:
+        f"{R}/logs/releases/{{release}}/index.log",
+    benchmark:
+        f"{R}/benchmarks/releases/{{release}}/index.tsv"
+    wildcard_constraints:
+        release=one_of(PLAN.releases),
+    conda:
+        "../envs/data.yaml"
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    params:
+        task=lambda wc: PLAN.releases[wc.release]["task"],
+        settings=lambda wc: PLAN.release_validate_settings(wc.release),
+        root=lambda wc: PLAN.release_dir(wc.release),
+    script:
+        "../scripts/release_index.py"
+
+
+# Every shard is an input, so a shard truncated or replaced after validation (newer than the
+# report) reruns it. The report is the only output; it is also written to the `report` log,
+# which Snakemake keeps when the job fails.
 rule release_validate:
     input:
-        lambda wc: PLAN.release_sidecars(wc.release),
+        sidecars=lambda wc: PLAN.release_sidecars(wc.release),
+        shards=lambda wc: PLAN.release_shards(wc.release),
+        index=lambda wc: PLAN.release_index_files(wc.release),
     output:
         report=f"{R}/datasets/{{release}}/oracle_report.json",
     log:
         f"{R}/logs/releases/{{release}}/validate.log",
+        report=f"{R}/logs/releases/{{release}}/validate_report.json",
     benchmark:
         f"{R}/benchmarks/releases/{{release}}/validate.tsv"
     wildcard_constraints:

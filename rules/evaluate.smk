@@ -20,7 +20,8 @@ rule evaluate:
     threads: THREADS
     resources:
         mem_mb=2000,
-        runtime=10,
+        # from the tokens it reads: 10 minutes for a held-out set, an hour for a long sweep
+        runtime=lambda wc: PLAN.eval_minutes(wc.experiment, wc.arm),
     params:
         task=lambda wc: PLAN.task_settings(wc.experiment, wc.arm),
         examples=lambda wc: EXPERIMENTS[wc.experiment]["eval"]["examples"],

@@ -21,7 +21,10 @@ rule train:
     resources:
         mem_mb=2000,
         runtime=lambda wc: PLAN.train_minutes(wc.experiment, wc.arm),
+        # paper scale trains on a GPU (the slurm executor turns these into --gpus=1 and
+        # --cpus-per-gpu); every other scale is a CPU job of `threads` cores
         gpu=1 if SCALE == "paper" else 0,
+        cpus_per_gpu=THREADS,
     params:
         task=lambda wc: PLAN.task_settings(wc.experiment, wc.arm),
         model=lambda wc: PLAN.model(wc.experiment, wc.arm),

@@ -2,13 +2,15 @@
 
 import _arbench_path  # noqa: F401  (puts src/ on sys.path)
 
-from arbench.bench.cells import combine, ratios, shared_caps
-from arbench.io import atomic_write_json, read_json
-from arbench.report.bench_figure import bench_figure
 from arbench.runtime import setup
 
 sm = snakemake
-log = setup(sm.log[0], sm.threads)
+log = setup(sm.log[0], sm.threads)  # first: whatever fails below is logged
+
+from arbench.bench.cells import combine, ratios, shared_caps
+from arbench.io import atomic_write_json, read_json
+from arbench.report.bench_figure import bench_figure
+
 result = combine(read_json(sm.input.throughput), [read_json(p) for p in sm.input.streams])
 for scope in ("cell", "kernel"):
     for cell, by_t in ratios(result, scope).items():

@@ -2,13 +2,15 @@
 
 import _arbench_path  # noqa: F401  (puts src/ on sys.path)
 
-from arbench.bench.streaming import stream_once
-from arbench.io import atomic_write_json
 from arbench.runtime import setup
-from arbench.tasks import build_task
 
 sm = snakemake
-log = setup(sm.log[0], sm.threads)
+log = setup(sm.log[0], sm.threads)  # first: whatever fails below is logged
+
+from arbench.bench.streaming import stream_once
+from arbench.io import atomic_write_json
+from arbench.tasks import build_task
+
 ref = sm.params.reference
 vocab = build_task(ref["task"]).vocab_size
 row = stream_once(

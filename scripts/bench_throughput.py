@@ -2,12 +2,14 @@
 
 import _arbench_path  # noqa: F401  (puts src/ on sys.path)
 
-from arbench.bench.cells import reference_shape, run_throughput
-from arbench.io import atomic_write_json
 from arbench.runtime import setup
 
 sm = snakemake
-log = setup(sm.log[0], sm.threads)
+log = setup(sm.log[0], sm.threads)  # first: whatever fails below is logged
+
+from arbench.bench.cells import reference_shape, run_throughput
+from arbench.io import atomic_write_json
+
 cfg, ref = sm.params.settings, sm.params.reference
 result = run_throughput(
     lengths=list(cfg["T"]),

@@ -4,12 +4,14 @@ from pathlib import Path
 
 import _arbench_path  # noqa: F401  (puts src/ on sys.path)
 
-from arbench.io import atomic_write_json
-from arbench.run import evaluate_run
 from arbench.runtime import setup
 
 sm = snakemake
-log = setup(sm.log[0], sm.threads)
+log = setup(sm.log[0], sm.threads)  # first: whatever fails below is logged
+
+from arbench.io import atomic_write_json
+from arbench.run import evaluate_run
+
 wc, p = sm.wildcards, sm.params
 result = evaluate_run(
     Path(sm.input.final).parent,

@@ -2,14 +2,16 @@
 
 import _arbench_path  # noqa: F401  (puts src/ on sys.path)
 
+from arbench.runtime import setup
+
+sm = snakemake
+log = setup(sm.log[0], sm.threads)  # first: whatever fails below is logged
+
 from arbench.io import atomic_write_json, atomic_write_text
 from arbench.report.experiment import CHANCE_FACTOR, NO_BINDING_FACTOR
 from arbench.report.floors import floor_rows
 from arbench.report.tables import render
-from arbench.runtime import setup
 
-sm = snakemake
-log = setup(sm.log[0], sm.threads)
 rows = floor_rows(list(sm.params.blocks))
 context = {
     "rows": rows,

@@ -5,12 +5,14 @@ from pathlib import Path
 
 import _arbench_path  # noqa: F401  (puts src/ on sys.path)
 
-from arbench.io import atomic_write_json, read_json
-from arbench.report.experiment import experiment_stats
 from arbench.runtime import setup
 
 sm = snakemake
-log = setup(sm.log[0], sm.threads)
+log = setup(sm.log[0], sm.threads)  # first: whatever fails below is logged
+
+from arbench.io import atomic_write_json, read_json
+from arbench.report.experiment import experiment_stats
+
 p = sm.params
 evals = [read_json(path) for path in sm.input.evals]
 curves = {

@@ -4,11 +4,13 @@ from pathlib import Path
 
 import _arbench_path  # noqa: F401  (puts src/ on sys.path)
 
-from arbench.run import train_run
 from arbench.runtime import setup
 
 sm = snakemake
-log = setup(sm.log[0], sm.threads)
+log = setup(sm.log[0], sm.threads)  # first: whatever fails below is logged
+
+from arbench.run import train_run
+
 wc, p = sm.wildcards, sm.params
 log(f"train {wc.experiment}/{wc.arm} seed {wc.seed} at scale={p.scale}")
 train_run(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import re
 from pathlib import Path
 
@@ -36,7 +37,10 @@ def test_scales_shrink_the_protocol() -> None:
         (lambda c: c["experiments"]["factorial"]["contrasts"][0].update(a="ghost"), "ghost"),
         (lambda c: c["experiments"]["factorial"].update(typo=1), "typo"),
         (lambda c: c["experiments"]["factorial"]["task"].update(name="mqr"), "unknown task 'mqr'"),
-        (lambda c: c["experiments"]["factorial"]["task"].update(paris=3), "unknown key 'paris'"),
+        (
+            lambda c: c["experiments"]["factorial"]["task"].update(paris=3),
+            "experiments.factorial.task.paris: not a setting of task 'mqar'",
+        ),
         (lambda c: c["releases"]["passkey_swar"]["params"].update(w=0), "releases.passkey_swar"),
         (lambda c: c["releases"]["passkey_swar"].update(task="mqar"), "has no release"),
         (
@@ -99,7 +103,7 @@ def test_scales_shrink_the_protocol() -> None:
             lambda c: c["experiments"]["collision"]["arms"]["causal_1layer"]["model"].update(
                 layer=1
             ),
-            "experiments.collision.arms.causal_1layer.model.layer: not a model setting",
+            "experiments.collision.arms.causal_1layer.model.layer: unknown key; allowed: ['cell",
         ),
         (
             lambda c: c["experiments"]["ramps"]["arms"]["gated"]["task"].update(seq_len=12),
@@ -239,3 +243,325 @@ def test_an_arm_changes_only_the_settings_it_names() -> None:
     assert config.train_settings(collision, "causal_shaped")["curriculum"]["ramp"] == "shaped"
     # block overrides are not cell options
     assert "train" not in config.model_settings(ramps, "gated")["cell_options"]
+
+
+# ---------------------------------------------------------------- bad input, before any job
+def _error(cfg: dict) -> str:
+    """The one-line message `resolve` rejects ``cfg`` with."""
+    with pytest.raises(config.ConfigError) as err:
+        config.resolve(cfg)
+    message = str(err.value)
+    assert "\n" not in message, message
+    return message
+
+
+def _edited(edit) -> dict:
+    cfg = config.dealias(RAW)  # unshared, so an edit reaches one experiment only
+    edit(cfg)
+    return cfg
+
+
+def test_a_repeated_key_fails_naming_its_path_and_both_lines(tmp_path: Path) -> None:
+    text = (ROOT / "config.yaml").read_text()
+    first = "      delta:               &delta {cell: delta_rule, conv: false, decay: false}\n"
+    assert text.count(first) == 1
+    second = "      delta: {cell: delta_rule, conv: true, decay: true}\n"
+    bad = tmp_path / "config.yaml"
+    bad.write_text(text.replace(first, first + second))
+    line = text[: text.index(first)].count("\n") + 1
+    with pytest.raises(config.ConfigError) as err:
+        config.load_yaml(bad)
+    message = str(err.value)
+    assert "\n" not in message
+    assert message.startswith(f"{bad} line {line + 1}: key experiments.factorial.arms.delta ")
+    assert f"set twice (first on line {line})" in message
+    # inside a flow mapping, and in a file given with --configfile (read_config)
+    extra = tmp_path / "extra.yaml"
+    extra.write_text("experiments:\n  factorial:\n    arms:\n      delta: {conv: 1, conv: 2}\n")
+    with pytest.raises(config.ConfigError, match=r"extra\.yaml line 4: key experiments"):
+        config.read_config([ROOT / "config.yaml", extra])
+
+
+def test_the_strict_loader_reads_the_real_config_as_pyyaml_does() -> None:
+    # merge keys (<<) followed by the arm's own keys are overrides, not repeated keys
+    strict = config.load_yaml(ROOT / "config.yaml")
+    assert json.dumps(strict, sort_keys=True) == json.dumps(RAW, sort_keys=True)
+    for scale in ("paper", "demo", "smoke"):
+        config.resolve(config.read_config([ROOT / "config.yaml"], {"scale": scale}))
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("3e-3", 0.003), ("1e-4", 0.0001), ("-2.5E+2", -250.0), ("1.0e5", 100000.0), ("12", 12)],
+)
+def test_a_number_in_exponent_form_is_a_number(text: str, value: float) -> None:
+    loaded = yaml.load(f"lr: {text}", config.StrictLoader)["lr"]  # noqa: S506
+    assert loaded == value and type(loaded) is type(value)
+    assert yaml.load(f"lr: '{text}'", config.StrictLoader)["lr"] == text  # quoted: a string
+
+
+def test_lr_3e_3_in_a_config_file_trains_with_a_float(tmp_path: Path) -> None:
+    extra = tmp_path / "lr.yaml"
+    extra.write_text("experiments:\n  factorial:\n    train:\n      lr: 3e-3\n")
+    assert yaml.safe_load(extra.read_text())["experiments"]["factorial"]["train"]["lr"] == "3e-3"
+    cfg = config.resolve(config.read_config([ROOT / "config.yaml", extra], {"scale": "smoke"}))
+    lr = config.train_settings(cfg["experiments"]["factorial"], "delta")["lr"]
+    assert lr == 0.003 and isinstance(lr, float)
+    # the edit reaches the factorial only, not the experiments sharing its anchor
+    assert cfg["experiments"]["transition"]["train"]["lr"] == 0.006
+    # a number that arrives as a string anyway (quoted, or read by PyYAML) names the fix
+    message = _error(_edited(lambda c: c["experiments"]["factorial"]["train"].update(lr="3e-3")))
+    assert message.startswith("config key experiments.factorial.train.lr: '3e-3' is not of type")
+    assert "write the number unquoted" in message
+
+
+def test_read_config_merges_in_snakemakes_order_and_checks_snakemakes_copy(
+    tmp_path: Path,
+) -> None:
+    extra = tmp_path / "extra.yaml"
+    extra.write_text("threads_per_run: 2\nbench: {B: 8}\n")
+    # --config values: top level as Snakemake parses them, nested ones as its base loader
+    # leaves them (every scalar a string)
+    files, overrides = [ROOT / "config.yaml", extra], {"scale": "demo", "bench": {"B": "4"}}
+    cfg = config.read_config(files, overrides)
+    assert (cfg["scale"], cfg["threads_per_run"], cfg["bench"]["B"]) == ("demo", 2, 4)
+    assert cfg["bench"]["T"] == RAW["bench"]["T"]  # merged key by key
+    theirs = copy.deepcopy(cfg)
+    theirs["bench"]["B"] = "4"  # a string where we read a number agrees
+    config.read_config(files, overrides, expected=theirs)
+    theirs["bench"]["B"] = 5
+    with pytest.raises(config.ConfigError, match=r"^config key bench\.B: the strict read"):
+        config.read_config(files, overrides, expected=theirs)
+
+
+@pytest.mark.parametrize(
+    ("edit", "start", "allowed"),
+    [
+        (
+            lambda c: c["experiments"]["factorial"]["task"].update(paris=3),
+            "experiments.factorial.task.paris: not a setting of task 'mqar'",
+            ["answer", "n_keys", "n_values", "name", "pairs", "seq_len"],
+        ),
+        (
+            lambda c: c["experiments"]["haystack"]["task"].update(gap=3),
+            "experiments.haystack.task.gap: not a setting of task 'haystack'",
+            ["distractors", "layout", "shift"],
+        ),
+        (
+            lambda c: c["experiments"]["s5"]["task"].update(dept=3),
+            "experiments.s5.task.dept: not a setting of task 's5'",
+            ["depth", "name"],
+        ),
+        (
+            lambda c: c["experiments"]["passkey_swar"]["task"].update(eval_splitt="test"),
+            "experiments.passkey_swar.task.eval_splitt: not a setting of task 'passkey_swar'",
+            ["eval_split", "piece", "release"],
+        ),
+        (  # an arm's own task block: named as the arm's
+            lambda c: c["experiments"]["ramps"]["arms"]["gated"]["task"].update(seqlen=64),
+            "experiments.ramps.arms.gated.task.seqlen: not a setting of task 'haystack'",
+            ["seq_len"],
+        ),
+    ],
+)
+def test_an_unknown_task_option_fails_naming_the_key_and_the_tasks_settings(
+    edit, start: str, allowed: list[str]
+) -> None:
+    message = _error(_edited(edit))
+    assert message.startswith(start + "; allowed: ["), message
+    listed = message.split("allowed: ")[1]
+    assert all(repr(k) in listed for k in allowed), message
+
+
+def test_a_task_value_of_the_wrong_type_fails_naming_the_declared_type() -> None:
+    message = _error(_edited(lambda c: c["experiments"]["factorial"]["task"].update(pairs="16")))
+    assert message == (
+        "experiments.factorial.task.pairs: '16' is not allowed; task 'mqar' takes pairs: int "
+        "(write the number unquoted, e.g. 3.0e-3)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (
+            lambda c: c["experiments"]["factorial"]["eval"].update(rebind=True),
+            "experiments.factorial.eval.rebind: task 'mqar' takes no evaluation option 'rebind'; "
+            "allowed: ['rebinding']",
+        ),
+        (
+            lambda c: c["experiments"]["haystack"]["eval"].update(rebinding=True),
+            "experiments.haystack.eval.rebinding: task 'haystack' takes no evaluation option "
+            "'rebinding'; allowed: []",
+        ),
+        (
+            lambda c: c["experiments"]["passkey_swar"]["arms"]["attention_2layer"].update(
+                eval_max_writes="4096"
+            ),
+            "experiments.passkey_swar.arms.attention_2layer.eval_max_writes: '4096' is not "
+            "allowed; task 'passkey_swar''s evaluator takes max_writes: int | null "
+            "(write the number unquoted, e.g. 3.0e-3)",
+        ),
+        (
+            lambda c: c["experiments"]["transition"]["eval"].update(rebinding="yes"),
+            "experiments.transition.eval.rebinding: 'yes' is not allowed; task 'mqar''s "
+            "evaluator takes rebinding: bool",
+        ),
+    ],
+)
+def test_an_unknown_eval_option_fails_naming_the_evaluators_options(edit, message: str) -> None:
+    assert _error(_edited(edit)) == message
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (  # a name the cell does not declare
+            lambda c: c["experiments"]["s5"]["arms"]["rwkv7"].update(decay=True),
+            "experiments.s5.arms.rwkv7.decay: not an option of cell 'rwkv7'; allowed: [",
+        ),
+        (  # a declared name with a value of another type
+            lambda c: c["experiments"]["factorial"]["arms"]["delta"].update(heads="two"),
+            "experiments.factorial.arms.delta.heads: 'two' is not allowed; cell 'delta_rule' "
+            "takes heads: int",
+        ),
+        (  # a value the constructor itself rejects
+            lambda c: c["experiments"]["factorial"]["arms"]["delta"].update(decay="always"),
+            "experiments.factorial.arms.delta: cell 'delta_rule' rejects d_model=32, heads=1, "
+            "qk_bias=1.0, conv=False, decay='always': ValueError: decay must be false, true or "
+            "'constant', got 'always'",
+        ),
+        (  # a shape the constructor rejects at this arm's width
+            lambda c: c["experiments"]["haystack"]["arms"]["attention"].update(heads=3),
+            "experiments.haystack.arms.attention: cell 'attention' rejects d_model=32, heads=3, "
+            "positions='rotary': ValueError: d_model=32 not divisible by heads=3",
+        ),
+        (  # a preset forwarding **options: its parent's declaration counts
+            lambda c: c["experiments"]["s5"]["arms"]["gated_deltanet"].update(conv="yes"),
+            "experiments.s5.arms.gated_deltanet.conv: 'yes' is not allowed; cell "
+            "'gated_deltanet' takes conv: bool",
+        ),
+        (  # a wrapper: its inner cell's options, checked by building it
+            lambda c: c["experiments"]["collision"]["arms"]["bidirectional"].update(heads=5),
+            "experiments.collision.arms.bidirectional: cell 'bidirectional' rejects d_model=32",
+        ),
+    ],
+)
+def test_an_arm_option_the_cell_does_not_accept_fails_before_any_job(edit, message: str) -> None:
+    assert _error(_edited(edit)).startswith(message)
+
+
+def test_the_accepted_cell_options_come_from_the_cells_declaration() -> None:
+    from arbench.cells import CELLS
+
+    message = _error(_edited(lambda c: c["experiments"]["s5"]["arms"]["rwkv7"].update(decay=True)))
+    listed = message.split("allowed: ")[1]
+    assert listed == repr(sorted(CELLS["rwkv7"].option_names()))
+
+
+def test_per_arm_training_overrides_are_declared_and_validated() -> None:
+    arm_schema = json.loads((ROOT / "schemas" / "config.schema.json").read_text())["$defs"][
+        "experiment"
+    ]["properties"]["arms"]["additionalProperties"]["properties"]
+    assert arm_schema["train"]["$ref"] == "#/$defs/train"
+    assert arm_schema["model"]["$ref"] == "#/$defs/model"
+    cfg = config.resolve(
+        _edited(lambda c: c["experiments"]["factorial"]["arms"]["delta"].update(train={"lr": 1e-3}))
+    )
+    exp = cfg["experiments"]["factorial"]
+    assert config.train_settings(exp, "delta")["lr"] == 0.001
+    assert config.train_settings(exp, "delta_conv")["lr"] == 0.006
+    message = _error(
+        _edited(lambda c: c["experiments"]["factorial"]["arms"]["delta"].update(train={"lrr": 1}))
+    )
+    assert message.startswith(
+        "config key experiments.factorial.arms.delta.train.lrr: unknown key; allowed: ['batch',"
+    )
+    assert "'lr'" in message and "'curriculum'" in message
+    message = _error(
+        _edited(lambda c: c["experiments"]["factorial"]["arms"]["delta"].update(train={"lr": -1}))
+    )
+    assert message == (
+        "config key experiments.factorial.arms.delta.train.lr: -1 is less than or equal to the "
+        "minimum of 0"
+    )
+
+
+def test_an_unknown_key_in_any_block_lists_the_allowed_keys() -> None:
+    message = _error(_edited(lambda c: c["bench"].update(repeat=3)))
+    assert message.startswith("config key bench.repeat: unknown key; allowed: ['B', 'T', ")
+    message = _error(_edited(lambda c: c.update(seed=3)))
+    assert message.startswith("config key seed: unknown key; allowed: ['bench', 'experiments'")
+
+
+@pytest.mark.parametrize(
+    ("rules", "message"),
+    [
+        (  # a value the schema rejects
+            {"set": {"experiments.factorial.train.lr": "1e-4"}},
+            "config key experiments.factorial.train.lr: '1e-4' is not of type 'number': write the "
+            "number unquoted, e.g. 3.0e-3 (as rewritten by scales.smoke)",
+        ),
+        (  # a cell option the cell rejects
+            {"set": {"experiments.factorial.arms.delta.decay": "sometimes"}},
+            "experiments.factorial.arms.delta: cell 'delta_rule' rejects d_model=32, heads=1, "
+            "qk_bias=1.0, conv=False, decay='sometimes': ValueError: decay must be false, true or "
+            "'constant', got 'sometimes' (at scale smoke)",
+        ),
+        (  # a key that does not exist: the keys there are listed
+            {"set": {"experiments.factorial.eval.rebind": True}},
+            "scales.smoke.set 'experiments.factorial.eval.rebind': no key "
+            "'experiments.factorial.eval.rebind' (a scale rewrites existing keys only); "
+            "experiments.factorial.eval has ['examples']",
+        ),
+        (
+            {"multiply": {"experiments.factorial.task.answer": 2}},
+            "scales.smoke.multiply 'experiments.factorial.task.answer': "
+            "experiments.factorial.task.answer is 'key', not a number",
+        ),
+    ],
+)
+def test_scale_rewrites_get_the_same_checks(rules: dict, message: str) -> None:
+    cfg = _edited(lambda c: c.update(scale="smoke"))
+    for kind, paths in rules.items():
+        cfg["scales"]["smoke"][kind].update(paths)
+    assert _error(cfg).startswith(message)
+
+
+def test_grid_values_get_the_same_checks() -> None:
+    message = _error(
+        _edited(lambda c: c["experiments"]["lr_sweep"]["grid"].update(values=["2e-3", 6.0e-3]))
+    )
+    assert message.startswith(
+        "experiments.lr_sweep.grid.values: '2e-3' for train.lr (run arm delta-lr2e-3): '2e-3' "
+        "is not of type 'number'"
+    )
+    message = _error(
+        _edited(lambda c: c["experiments"]["capacity"]["grid"].update(values=[4, "8"]))
+    )
+    assert message == (
+        "experiments.capacity.grid.values: '8' for task.pairs: not allowed; the task takes int"
+    )
+    message = _error(_edited(lambda c: c["experiments"]["capacity"]["grid"].update(key="task.par")))
+    assert message.startswith(
+        "experiments.capacity.grid.key: 'task.par' names no task setting; allowed: ['task.answer'"
+    )
+    heads = {"key": "model.cell_options.heads", "values": [1, 3]}
+    message = _error(_edited(lambda c: c["experiments"]["decay"].update(grid=heads)))
+    assert message.startswith("experiments.decay.arms.delta: cell 'delta_rule' rejects d_model=32")
+    assert "(run arm delta-heads3)" in message
+    # a grid over a cell option an arm sets itself would never change that arm
+    message = _error(_edited(lambda c: c["experiments"]["mamba2"].update(grid=heads)))
+    assert message == (
+        "experiments.mamba2.grid.key: 'model.cell_options.heads' is set by arm 'delta' itself "
+        "(heads=1), which would override every grid value"
+    )
+
+
+def test_config_overrides_get_the_same_checks() -> None:
+    for overrides, message in [
+        ({"threads_per_run": 0}, "config key threads_per_run: 0 is less than the minimum of 1"),
+        ({"scale": "huge"}, "config key scale: 'huge' is not one of ['paper', 'demo', 'smoke']"),
+        ({"bench": {"B": "zero"}}, "config key bench.B: 'zero' is not of type 'integer'"),
+    ]:
+        assert _error(config.read_config([ROOT / "config.yaml"], overrides)) == message

@@ -12,6 +12,7 @@ import pytest
 from arbench import run
 from arbench.tasks import IGNORE
 from arbench.tasks.base import load_eval_set, save_eval_set
+from arbench.train.loop import SettingsMismatch, load_model_file
 
 TASK = {"name": "mqar", "pairs": 4, "n_keys": 8, "n_values": 8}
 MODEL = {"d_model": 16, "layers": 1, "mlp_ratio": 2, "cell": "delta_rule", "cell_options": {}}
@@ -34,6 +35,7 @@ def test_the_record_holds_the_model_the_task_and_the_caller_fields(trained) -> N
     assert final["model"] == {"vocab_size": 18, **defaults, **MODEL}
     assert final["task"] == TASK and final["arm"] == "a" and final["scale"] == "smoke"
     assert final["seed"] == 3 and (run_dir / "model.pt").exists()
+    assert final["fingerprint"] == load_model_file(run_dir / "model.pt")["fingerprint"]
 
 
 def test_evaluation_reads_the_shape_from_the_record(trained, tmp_path: Path) -> None:
@@ -43,15 +45,36 @@ def test_evaluation_reads_the_shape_from_the_record(trained, tmp_path: Path) -> 
     assert (
         result["n_parameters"] == json.loads((run_dir / "final.json").read_text())["n_parameters"]
     )
-    # a record describing another shape cannot load these weights: the record is what counts
+    # a record describing another model than its weights: an error naming both and the field
     edited = tmp_path / "run"
     edited.mkdir()
     (edited / "model.pt").write_bytes((run_dir / "model.pt").read_bytes())
     final = json.loads((run_dir / "final.json").read_text())
     final["model"]["d_model"] = 8
     (edited / "final.json").write_text(json.dumps(final))
-    with pytest.raises(RuntimeError, match="size mismatch"):
+    with pytest.raises(SettingsMismatch, match=r"run/model.pt .* record .*final.json"):
         run.evaluate_run(edited, TASK, data_dir=data)
+    with pytest.raises(SettingsMismatch, match="model.d_model: 16 vs 8"):
+        run.evaluate_run(edited, TASK, data_dir=data)
+
+
+def test_a_model_file_of_another_config_is_an_error_not_a_score(trained, tmp_path: Path) -> None:
+    run_dir, data = trained
+    # the same shape trained with another lr: it would load and score silently
+    other = tmp_path / "other"
+    run.train_run(TASK, MODEL, {**TRAIN, "lr": 1e-3}, 3, other)
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    (mixed / "final.json").write_bytes((run_dir / "final.json").read_bytes())
+    (mixed / "model.pt").write_bytes((other / "model.pt").read_bytes())
+    with pytest.raises(SettingsMismatch, match=r"mixed/model.pt was trained .*train.lr: 0.001 vs"):
+        run.evaluate_run(mixed, TASK, data_dir=data, examples=32)
+
+
+def test_a_run_of_other_task_settings_is_not_scored(trained) -> None:
+    run_dir, data = trained
+    with pytest.raises(SettingsMismatch, match=r"final.json: .* task.pairs: 4 vs 3"):
+        run.evaluate_run(run_dir, {**TASK, "pairs": 3}, data_dir=data, examples=32)
 
 
 def test_stream_validation_accepts_clean_and_rejects_corrupt_data(tmp_path: Path) -> None:
@@ -75,15 +98,22 @@ def test_release_written_split_by_split_then_validated(tmp_path: Path) -> None:
     side = run.write_release_split("passkey_swar", settings, "n32", "train", tmp_path)
     assert side["examples"] == 6 and (tmp_path / "stats/n32/train.json").exists()
     assert len(list(tmp_path.glob("data/n32/train-*.parquet"))) == 2
-    check = {"params": {}, "split_seeds": {"train": 1, "validation": 2, "test": 3}}
+    check = {
+        "params": {},
+        "split_seeds": {"train": 1, "validation": 2, "test": 3},
+        "train_configs": [32],
+        "eval_configs": [],
+        "examples": {"train": 6, "validation": 1, "test": 1},
+    }
+    run.write_release_index("passkey_swar", check, tmp_path)
+    assert (tmp_path / "README.md").exists() and (tmp_path / "vocab.json").exists()
     report = run.validate_release("passkey_swar", check, tmp_path)
     assert report["ok"] and report["examples_checked"] == 6
-    assert (tmp_path / "README.md").exists() and (tmp_path / "vocab.json").exists()
     shard = sorted(tmp_path.glob("data/n32/train-*.parquet"))[0]
     table = pq.read_table(shard).to_pylist()
     table[0]["input_ids"][2], table[0]["input_ids"][-5] = 24, 25  # passkey no longer recalled
     pq.write_table(pq.read_table(shard).from_pylist(table, schema=pq.read_schema(shard)), shard)
-    with pytest.raises(run.DataRejected, match="failed_examples"):
+    with pytest.raises(run.DataRejected, match="train-00000-of-00002.parquet row 0"):
         run.validate_release("passkey_swar", check, tmp_path)
     with pytest.raises(ValueError, match="has no release"):
         run.validate_release("mqar", check, tmp_path)

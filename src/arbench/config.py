@@ -10,28 +10,193 @@ An experiment may declare a `grid`: one setting (``task.pairs``, ``train.lr``, .
 each of a list of values. Every arm then runs at every value, as the *run arm*
 ``<arm>-<leaf><value>`` (e.g. ``delta-pairs16``); `run_arms`, `point_of` and the
 ``*_settings`` functions below are the one place that expansion is spelled out.
+
+Config files are read through `StrictLoader` (`load_yaml`, `read_config`): a key repeated in
+one mapping is an error naming both lines (PyYAML keeps the last silently), and ``3e-3`` is
+a number (YAML 1.1 reads it as a string).
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
+import functools
 import json
+import re
+import types
+import typing
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import yaml
 
+from arbench import frontier_arms
+
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "schemas" / "config.schema.json"
 
 
 class ConfigError(ValueError):
-    """A config problem, with the key path that caused it."""
+    """A config problem, in one line naming the key path, the value and what is allowed."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(" ".join(str(message).split()))
 
 
-def _paths(tree: dict[str, Any], dotted: str) -> list[tuple[dict[str, Any], str, str]]:
-    """Expand a dotted path with `*` wildcards into (parent dict, key, concrete path)."""
+# YAML 1.2's floats that YAML 1.1 (PyYAML) reads as strings: an exponent without a dot
+# (3e-3, 1E+5) or with a dot but an unsigned exponent (1.0e5)
+_FLOAT_12 = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$")
+
+
+class StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, reading YAML 1.2 floats such as ``3e-3`` as numbers. Use it
+    through `load_yaml`, which also rejects a key repeated within one mapping."""
+
+
+StrictLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_12, list("-+0123456789."))
+
+
+def _check_duplicates(node: yaml.Node, source: str, where: str, seen: set[int]) -> None:
+    """Raise on a key set twice in one mapping of the composed YAML ``node`` (merge keys
+    ``<<`` aside: a key after a merge overrides the merged one on purpose)."""
+    if id(node) in seen:  # an alias: checked where its anchor is
+        return
+    seen.add(id(node))
+    if isinstance(node, yaml.MappingNode):
+        first: dict[str, int] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                _check_duplicates(value_node, source, where, seen)
+                continue
+            key = str(key_node.value) if isinstance(key_node, yaml.ScalarNode) else "<key>"
+            here = f"{where}.{key}" if where else key
+            line = key_node.start_mark.line + 1
+            if key in first:
+                raise ConfigError(
+                    f"{source} line {line}: key {here} is set twice (first on line "
+                    f"{first[key]}); a key may appear once per mapping (the later one would "
+                    "silently replace the earlier)"
+                )
+            first[key] = line
+            _check_duplicates(value_node, source, here, seen)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _check_duplicates(item, source, f"{where}[{i}]", seen)
+
+
+def load_yaml(path: str | Path) -> Any:
+    """A YAML file read through `StrictLoader`; a repeated key fails naming path and lines."""
+    loader = StrictLoader(Path(path).read_text())
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_duplicates(node, str(path), "", set())
+        return loader.construct_document(node)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    finally:
+        loader.dispose()
+
+
+def _unshare(value: Any) -> Any:
+    """A copy of nested mappings and lists in which no two places share one object (an
+    anchor's copies), so a merge into one place never reaches another."""
+    if isinstance(value, Mapping):
+        return {k: _unshare(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unshare(v) for v in value]
+    return value
+
+
+def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """``over`` merged into ``base`` in place, mappings key by key (Snakemake's order)."""
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
+            _merge(base[key], value)
+        else:
+            base[key] = _unshare(value)
+    return base
+
+
+def _retype(value: Any) -> Any:
+    """A ``--config`` value with every string inside a mapping or list re-read as a YAML
+    scalar: Snakemake parses nested values with YAML's base loader, which leaves 4, 3e-3
+    and true as strings (top-level values it parses as numbers itself)."""
+    if isinstance(value, Mapping):
+        return {k: _retype(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_retype(v) for v in value]
+    if isinstance(value, str):
+        try:
+            scalar = yaml.load(value, StrictLoader)  # noqa: S506 (a safe loader)
+        except yaml.YAMLError:
+            return value
+        return value if isinstance(scalar, dict | list) or scalar is None else scalar
+    return value
+
+
+def _mismatch(ours: Any, theirs: Any, where: str) -> str | None:
+    """The first key path where the strict read ``ours`` and a plain read ``theirs`` disagree
+    (a string of theirs that reads as our scalar, such as '3e-3', agrees), or None."""
+    if isinstance(ours, Mapping) and isinstance(theirs, Mapping):
+        for key in sorted(set(ours) | set(theirs), key=str):
+            here = f"{where}.{key}" if where else str(key)
+            if key not in ours or key not in theirs:
+                return here
+            found = _mismatch(ours[key], theirs[key], here)
+            if found:
+                return found
+        return None
+    if isinstance(ours, list) and isinstance(theirs, list):
+        if len(ours) != len(theirs):
+            return where
+        for i, (a, b) in enumerate(zip(ours, theirs, strict=True)):
+            found = _mismatch(a, b, f"{where}[{i}]")
+            if found:
+                return found
+        return None
+    if ours == theirs or (isinstance(theirs, str) and _retype(theirs) == ours):
+        return None
+    return where or "<root>"
+
+
+def read_config(
+    files: Iterable[str | Path],
+    overrides: Mapping[str, Any] | None = None,
+    expected: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The config as the workflow sees it, read strictly: each file in order (each one's keys
+    merged over the previous ones', as Snakemake merges ``configfile:`` and ``--configfile``),
+    then ``overrides`` (``--config key=value``). ``expected``, the config Snakemake loaded
+    itself, must agree key for key (numbers it read as strings aside), so the strict read
+    can never run a different config than the one Snakemake reports."""
+    files = list(files)
+    cfg: dict[str, Any] = {}
+    for path in files:
+        data = load_yaml(path)
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: the config must be a mapping, got {type(data).__name__}")
+        _merge(cfg, _unshare(data))  # Snakemake's merge edits one copy of an anchor, not all
+    for key, value in (overrides or {}).items():
+        _merge(cfg, {key: _retype(value) if isinstance(value, Mapping | list) else value})
+    if expected is not None:
+        where = _mismatch(cfg, expected, "")
+        if where:
+            raise ConfigError(
+                f"config key {where}: the strict read of {[str(f) for f in files]} differs "
+                "from Snakemake's own; use plain YAML (no templates) in config files"
+            )
+    return cfg
+
+
+def _paths(
+    tree: dict[str, Any], dotted: str, where: str = "scale path"
+) -> list[tuple[dict[str, Any], str, str]]:
+    """Expand a dotted path with `*` wildcards into (parent dict, key, concrete path); a
+    missing key fails naming ``where`` (the scale rule), the key and the keys there."""
     parts = dotted.split(".")
     found: list[tuple[dict[str, Any], str, str]] = [(tree, "", "")]
     for i, part in enumerate(parts):
@@ -39,18 +204,16 @@ def _paths(tree: dict[str, Any], dotted: str) -> list[tuple[dict[str, Any], str,
         nxt = []
         for node, _, prefix in found:
             if not isinstance(node, dict):
-                raise ConfigError(f"scale path {dotted!r}: {prefix or '<root>'} is not a mapping")
+                raise ConfigError(f"{where} {dotted!r}: {prefix or '<root>'} is not a mapping")
             keys = list(node) if part == "*" else [part]
             for k in keys:
                 here = f"{prefix}.{k}" if prefix else k
-                if last:
-                    if k not in node:
-                        raise ConfigError(f"scale path {dotted!r}: no key {here!r}")
-                    nxt.append((node, k, here))
-                else:
-                    if k not in node:
-                        raise ConfigError(f"scale path {dotted!r}: no key {here!r}")
-                    nxt.append((node[k], k, here))
+                if k not in node:
+                    raise ConfigError(
+                        f"{where} {dotted!r}: no key {here!r} (a scale rewrites existing "
+                        f"keys only); {prefix or '<root>'} has {sorted(node)}"
+                    )
+                nxt.append((node, k, here) if last else (node[k], k, here))
         found = nxt
     return found
 
@@ -70,14 +233,16 @@ def apply_scale(config: dict[str, Any]) -> dict[str, Any]:
         raise ConfigError(f"scale: {scale!r} is not one of {sorted(scales)}")
     rules = scales[scale] or {}
     for dotted, factor in (rules.get("multiply") or {}).items():
-        for parent, key, here in _paths(cfg, dotted):
+        for parent, key, here in _paths(cfg, dotted, f"scales.{scale}.multiply"):
             old = parent[key]
             if not isinstance(old, int | float) or isinstance(old, bool):
-                raise ConfigError(f"scales.{scale}.multiply: {here} is not a number")
+                raise ConfigError(
+                    f"scales.{scale}.multiply {dotted!r}: {here} is {old!r}, not a number"
+                )
             new = old * factor
             parent[key] = max(1, round(new)) if isinstance(old, int) else new
     for dotted, value in (rules.get("set") or {}).items():
-        for parent, key, _ in _paths(cfg, dotted):
+        for parent, key, _ in _paths(cfg, dotted, f"scales.{scale}.set"):
             parent[key] = copy.deepcopy(value)
     return cfg
 
@@ -86,10 +251,35 @@ def _schema_error(errors: list[Any], prefix: str = "") -> ConfigError | None:
     """The first schema error as a ConfigError naming its key path (None if no errors)."""
     if not errors:
         return None
-    e = sorted(errors, key=str)[0]
+    e = sorted(errors, key=lambda e: (str(list(e.absolute_path)), e.message))[0]
     path = ".".join(str(p) for p in e.absolute_path)
     where = ".".join(x for x in (prefix, path) if x) or "<root>"
-    return ConfigError(f"config key {where}: {e.message}")
+    message = e.message
+    if e.validator == "additionalProperties" and isinstance(e.instance, dict):
+        allowed = sorted(e.schema.get("properties", {}))
+        unknown = sorted(set(e.instance) - set(allowed), key=str)
+        if unknown:
+            where = f"{where}.{unknown[0]}" if where != "<root>" else str(unknown[0])
+            message = f"unknown key; allowed: {allowed}"
+    elif e.validator == "type" and _numeric_string(e.instance):
+        message = f"{e.message}: {_NUMBER_FIX}"
+    return ConfigError(f"config key {where}: {message}")
+
+
+# the fix for a number that arrives as a string: quoted, or a plain 3e-3 read by PyYAML's own
+# loader (the workflow reads config files through StrictLoader, which makes it a number)
+_NUMBER_FIX = "write the number unquoted, e.g. 3.0e-3"
+
+
+def _numeric_string(value: Any) -> bool:
+    """Whether ``value`` is a string that reads as a number (a number quoted, or 3e-3)."""
+    if not isinstance(value, str):
+        return False
+    try:
+        float(value.replace("_", ""))
+    except ValueError:
+        return False
+    return True
 
 
 def _check_release(name: str, block: dict[str, Any]) -> None:
@@ -149,40 +339,202 @@ def merge_releases(cfg: dict[str, Any]) -> None:
             task[key] = copy.deepcopy(releases[release][key])
 
 
+def _hints(obj: Any) -> dict[str, Any]:
+    """The resolved type hints of a function or dataclass (empty when they cannot resolve)."""
+    try:
+        return typing.get_type_hints(obj)
+    except Exception:  # a hint naming something unimportable here: no type check
+        return {}
+
+
+def _hint_ok(value: Any, hint: Any) -> bool:
+    """Whether ``value`` (as YAML gives it) fits the declared type ``hint``; int counts as
+    float, bool never counts as a number, a YAML list fits list and tuple hints."""
+    if hint is None or hint is type(None):
+        return value is None
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_hint_ok(value, a) for a in args)
+    if origin is typing.Literal:
+        return any(type(value) is type(a) and value == a for a in args)
+    if origin in (list, tuple, set, frozenset):
+        items = args[0] if args and (origin is not tuple or args[-1] is Ellipsis) else Any
+        return isinstance(value, list) and all(_hint_ok(v, items) for v in value)
+    if origin is dict:
+        return isinstance(value, dict)
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if isinstance(hint, type) and origin is None:
+        return isinstance(value, hint)
+    return True  # Any, a TypeVar, a callable: nothing a config value can be checked against
+
+
+def _describe(hint: Any) -> str:
+    """A declared type as the error shows it: int, float | None, 'sum' | 'concat'."""
+    if hint is None or hint is type(None):
+        return "null"
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(_describe(a) for a in args)
+    if origin is typing.Literal:
+        return " | ".join(repr(a) for a in args)
+    if isinstance(hint, type) and origin is None:
+        return hint.__name__
+    return str(hint).replace("typing.", "")
+
+
+def _check_type(where: str, value: Any, hint: Any, owner: str, name: str = "") -> None:
+    """``value`` at key path ``where`` fits the type ``hint`` that ``owner`` declares for its
+    setting ``name`` (default: the path's last key); a None hint declares nothing to check."""
+    if hint is None or _hint_ok(value, hint):
+        return
+    fix = f" ({_NUMBER_FIX})" if _numeric_string(value) else ""
+    name = name or where.rsplit(".", 1)[-1]
+    raise ConfigError(
+        f"{where}: {value!r} is not allowed; {owner} takes {name}: {_describe(hint)}{fix}"
+    )
+
+
+def _option_hints(cls: type) -> dict[str, Any]:
+    """The declared types of a cell's constructor options along its MRO, a subclass's over
+    its parent's (presets forward **options to a parent's `__init__`)."""
+    hints: dict[str, Any] = {}
+    for klass in reversed(cls.__mro__):
+        if "__init__" in vars(klass):
+            hints.update(_hints(klass.__init__))
+    hints.pop("return", None)
+    return hints
+
+
+def _task_declaration(cls: type) -> type | None:
+    """The dataclass whose fields are a task block's settings: `ConfigTask.config_class`, or
+    a task's own `settings_class`; None when the task declares none."""
+    declared = getattr(cls, "config_class", None) or getattr(cls, "settings_class", None)
+    return declared if dataclasses.is_dataclass(declared) else None
+
+
+def _task_of(where: str, settings: dict[str, Any]) -> type:
+    """The task class a (merged) task block names, as a ConfigError naming the key."""
+    from arbench.tasks import task_class
+
+    try:
+        return task_class(settings.get("name", ""))
+    except KeyError as e:
+        raise ConfigError(f"{where}.name: {e.args[0]}") from None
+
+
+def _check_task_block(where: str, exp: dict[str, Any], arm: str) -> None:
+    """Every key of the task block an arm trains on (the experiment's, under the arm's own
+    `task:` keys) is a setting its task declares, with a value of the declared type; an
+    error names the block the key came from."""
+    own = exp["arms"][arm].get("task", {})
+    merged = {**exp["task"], **own}
+    origin = lambda key: f"{where}.arms.{arm}.task" if key in own else f"{where}.task"  # noqa: E731
+    cls = _task_of(origin("name"), merged)
+    declared = _task_declaration(cls)
+    if declared is None:
+        return
+    hints = _hints(declared)
+    allowed = sorted({f.name for f in dataclasses.fields(declared)} | {"name"})
+    for key, value in merged.items():
+        if key not in allowed:
+            raise ConfigError(
+                f"{origin(key)}.{key}: not a setting of task {cls.name!r}; allowed: {allowed}"
+            )
+        _check_type(f"{origin(key)}.{key}", value, hints.get(key), f"task {cls.name!r}")
+
+
+def _check_eval_options(where: str, cls: type, options: dict[str, Any], prefix: str) -> None:
+    """Every evaluation option (an eval block's keys but `examples`, or an arm's ``eval_``
+    keys, given here without the prefix) is one task ``cls``'s evaluator takes, with a value
+    of its declared type; ``where`` + ``prefix`` + the option is its key path."""
+    takes = cls.eval_option_names()
+    hints = _hints(cls.evaluate)
+    for key, value in options.items():
+        if key not in takes:
+            raise ConfigError(
+                f"{where}.{prefix}{key}: task {cls.name!r} takes no evaluation option "
+                f"{key!r}; allowed: {sorted(takes)}"
+            )
+        owner = f"task {cls.name!r}'s evaluator"
+        _check_type(f"{where}.{prefix}{key}", value, hints.get(key), owner, key)
+
+
+_BUILT: dict[str, str | None] = {}  # a cell's settings (JSON) -> why building it failed, or None
+# what a constructor raises on options it rejects (RuntimeError: torch on a bad shape)
+_BUILD_ERRORS = (ValueError, TypeError, KeyError, AssertionError, ArithmeticError, RuntimeError)
+
+
+def _build_error(settings: dict[str, Any]) -> str | None:
+    """Why the cell of one run arm's model settings cannot be built, or None: its
+    constructor's own checks (d_model divisible by heads, decay one of its values, ...)
+    run here, before any job, instead of at training time. Cached per distinct settings."""
+    from arbench.cells import build_cell
+
+    key = json.dumps(settings, sort_keys=True, default=str)
+    if key not in _BUILT:
+        import torch
+
+        try:
+            with torch.random.fork_rng(devices=[]):  # the caller's RNG state is untouched
+                build_cell(settings["cell"], settings["d_model"], **settings["cell_options"])
+            _BUILT[key] = None
+        except _BUILD_ERRORS as e:
+            _BUILT[key] = f"{type(e).__name__}: {e}"
+    return _BUILT[key]
+
+
 def _check_arm(where: str, exp: dict[str, Any], arm: str) -> None:
-    """An arm names a registered cell, every option is one that cell's constructor takes, and
+    """An arm names a registered cell; every option is one that cell's constructor declares,
+    of its declared type; the cell builds with it at every run arm's model settings; and
     every ``eval_`` option is one the task's evaluator takes."""
     from arbench.cells import CELLS
-    from arbench.tasks import task_class
 
     spec = exp["arms"][arm]
     here = f"{where}.arms.{arm}"
     cell = spec["cell"]
     if cell not in CELLS:
         raise ConfigError(f"{here}.cell: {cell!r} not one of {sorted(CELLS)}")
-    for key in spec.get("model", {}):
-        if key not in MODEL_KEYS:
-            raise ConfigError(f"{here}.model.{key}: not a model setting; known: {MODEL_KEYS}")
     model = {**exp["model"], **spec.get("model", {})}
     options = {**model.get("cell_options", {}), **cell_options_of(spec)}
     try:
         accepted = CELLS[cell].option_names(options)
     except KeyError as e:  # a wrapper naming an unknown inner cell
         raise ConfigError(f"{here}: {e.args[0]}") from None
-    for key in options:
+    hints = _option_hints(CELLS[cell])
+    arm_model_options = spec.get("model", {}).get("cell_options", {})
+    for key, value in options.items():
+        origin = here if key in spec else f"{where}.model.cell_options"
+        if key not in spec and key in arm_model_options:
+            origin = f"{here}.model.cell_options"
         if key not in accepted:
-            origin = here if key in spec else f"{where}.model.cell_options"
             raise ConfigError(
-                f"{origin}.{key}: not an option of cell {cell!r}; it takes {sorted(accepted)}"
+                f"{origin}.{key}: not an option of cell {cell!r}; allowed: {sorted(accepted)}"
             )
-    evaluator = task_class({**exp["task"], **spec.get("task", {})}["name"])
-    takes = evaluator.eval_option_names()
-    for key in spec:
-        if key.startswith(EVAL_PREFIX) and key[len(EVAL_PREFIX) :] not in takes:
-            raise ConfigError(
-                f"{here}.{key}: task {evaluator.name!r} takes no evaluation option "
-                f"{key[len(EVAL_PREFIX) :]!r}; it takes {sorted(takes)}"
-            )
+        _check_type(f"{origin}.{key}", value, hints.get(key), f"cell {cell!r}")
+    if CELLS[cell].unavailable_reason() is None:  # an unavailable cell is skipped, not built
+        for run_arm, (own, value) in grid_points(exp).items():
+            if own != arm:
+                continue
+            settings = model_settings(exp, run_arm)
+            error = _build_error(settings)
+            if error:
+                gridded = value is not None and exp["grid"]["key"].startswith("model.")
+                at = f" (run arm {run_arm})" if gridded else ""
+                shown = ", ".join(f"{k}={v!r}" for k, v in settings["cell_options"].items())
+                raise ConfigError(
+                    f"{here}: cell {cell!r} rejects d_model={settings['d_model']}, "
+                    f"{shown}{at}: {error}"
+                )
+    evaluator = _task_of(f"{here}.task", {**exp["task"], **spec.get("task", {})})
+    own_eval = {k[len(EVAL_PREFIX) :]: v for k, v in spec.items() if k.startswith(EVAL_PREFIX)}
+    _check_eval_options(here, evaluator, own_eval, EVAL_PREFIX)
+    shared = {k: v for k, v in exp["eval"].items() if k != "examples"}
+    _check_eval_options(f"{where}.eval", evaluator, shared, "")
 
 
 def _check_reference(where: str, ref: dict[str, str], cfg: dict[str, Any]) -> None:
@@ -204,9 +556,22 @@ def _check_grid(where: str, exp: dict[str, Any]) -> None:
     tuned grid holds the block's own value (the shared default it is reported against)."""
     grid = exp["grid"]
     key, values = grid["key"], grid["values"]
-    first = key.split(".")[0]
-    if first not in BLOCKS or "." not in key:
+    first, *rest = key.split(".")
+    if first not in BLOCKS or not rest:
         raise ConfigError(f"{where}.grid.key: {key!r} must name a setting inside one of {BLOCKS}")
+    allowed = _block_keys(where, exp, first)
+    if rest[0] not in allowed:
+        raise ConfigError(
+            f"{where}.grid.key: {key!r} names no {first} setting; allowed: "
+            f"{sorted(f'{first}.{k}' for k in allowed)}"
+        )
+    if first == "model" and rest[0] == "cell_options" and len(rest) == 2:
+        for arm, spec in exp["arms"].items():
+            if rest[1] in cell_options_of(spec):
+                raise ConfigError(
+                    f"{where}.grid.key: {key!r} is set by arm {arm!r} itself "
+                    f"({rest[1]}={spec[rest[1]]!r}), which would override every grid value"
+                )
     if len({json.dumps(v) for v in values}) != len(values):
         raise ConfigError(f"{where}.grid.values: {values} repeats a value")
     if grid.get("tune") and grid_default(exp) not in values:
@@ -216,18 +581,40 @@ def _check_grid(where: str, exp: dict[str, Any]) -> None:
         )
 
 
-def _check_eval_block(where: str, exp: dict[str, Any]) -> None:
-    """Every key of an eval block but `examples` is an option of the task's evaluator."""
-    from arbench.tasks import task_class
+def _block_keys(where: str, exp: dict[str, Any], block: str) -> set[str]:
+    """The settings a block of ``exp`` may hold: the schema's train and model keys, the
+    experiment's task's declared settings (every key, when it declares none)."""
+    if block == "task":
+        declared = _task_declaration(_task_of(f"{where}.task", exp["task"]))
+        if declared is None:
+            return set(exp["task"])
+        return {f.name for f in dataclasses.fields(declared)}
+    return set(_schema()["$defs"][block]["properties"])
 
-    evaluator = task_class(exp["task"]["name"])
-    takes = evaluator.eval_option_names()
-    for key in exp["eval"]:
-        if key != "examples" and key not in takes:
-            raise ConfigError(
-                f"{where}.eval.{key}: task {evaluator.name!r} takes no evaluation option "
-                f"{key!r}; it takes {sorted(takes)}"
-            )
+
+def _check_run_blocks(where: str, exp: dict[str, Any], validators: dict[str, Any]) -> None:
+    """Each run arm's merged train and model blocks fit the schema, and its task block the
+    task's declared types. The blocks themselves were validated as written, so what fails here
+    is a grid value, reported as such."""
+    grid = exp.get("grid")
+    if grid is None:
+        return
+    first, *rest = grid["key"].split(".")
+    for run_arm, (_, value) in grid_points(exp).items():
+        bad = f"{where}.grid.values: {value!r} for {grid['key']}"
+        block = settings_block(exp, first, run_arm)
+        if first == "task":
+            declared = _task_declaration(_task_of(f"{where}.task", block))
+            if declared is not None and len(rest) == 1:
+                hint = _hints(declared).get(rest[0])
+                if hint is not None and not _hint_ok(value, hint):
+                    raise ConfigError(f"{bad}: not allowed; the task takes {_describe(hint)}")
+            continue
+        errors = list(validators[first].iter_errors(block))
+        if errors:
+            e = sorted(errors, key=lambda e: e.message)[0]
+            fix = f" ({_NUMBER_FIX})" if e.validator == "type" and _numeric_string(value) else ""
+            raise ConfigError(f"{bad} (run arm {run_arm}): {e.message}{fix}")
 
 
 def _check_signals(where: str, task: Any, train: dict[str, Any]) -> None:
@@ -245,13 +632,17 @@ def semantic_checks(cfg: dict[str, Any]) -> None:
     """Checks a schema cannot express; raise ConfigError naming the key."""
     from arbench.tasks import build_task, task_class
 
+    defs = _schema()["$defs"]
+    validators = {b: jsonschema.Draft202012Validator(defs[b]) for b in ("model", "train")}
     for name, exp in cfg["experiments"].items():
         where = f"experiments.{name}"
         if name in cfg.get("releases", {}) and task_class(exp["task"]["name"]).data == "stream":
             raise ConfigError(f"{where}: its held-out set would share release {name!r}'s folder")
+        for arm in exp["arms"]:
+            _check_task_block(where, exp, arm)
         if exp.get("grid"):
             _check_grid(where, exp)
-        _check_eval_block(where, exp)
+            _check_run_blocks(where, exp, validators)
         points = grid_points(exp)
         for run_arm, (_, value) in points.items():
             at = "" if value is None else f" (grid {exp['grid']['key']}={value_label(value)})"
@@ -304,10 +695,15 @@ def skip_unavailable(cfg: dict[str, Any]) -> None:
         exp["contrasts"] = [c for c in exp.get("contrasts", []) if c not in dropped]
 
 
+@functools.cache
+def _schema() -> dict[str, Any]:
+    """The config's JSON schema (read once; never mutate it)."""
+    return json.loads(SCHEMA.read_text())
+
+
 def validate(cfg: dict[str, Any]) -> None:
     """Schema-validate a raw config, naming the failing key path and allowed values."""
-    schema = json.loads(SCHEMA.read_text())
-    err = _schema_error(list(jsonschema.Draft202012Validator(schema).iter_errors(cfg)))
+    err = _schema_error(list(jsonschema.Draft202012Validator(_schema()).iter_errors(cfg)))
     if err:
         raise err
 
@@ -317,11 +713,23 @@ def resolve(config: dict[str, Any]) -> dict[str, Any]:
     config = dealias(config)
     validate(config)
     cfg = apply_scale(config)
-    validate(cfg)
-    for name, block in cfg.get("releases", {}).items():
-        _check_release(name, block)
-    merge_releases(cfg)
-    semantic_checks(cfg)
+    scale = cfg.get("scale", "paper")
+    try:
+        frontier_arms.expand_all(cfg)
+    except frontier_arms.FrontierError as e:
+        raise ConfigError(str(e)) from None
+    rewrites = any((cfg["scales"][scale] or {}).values())
+    try:
+        validate(cfg)
+    except ConfigError as e:  # the config as written passed: a scale rule set this value
+        raise ConfigError(f"{e} (as rewritten by scales.{scale})") from None
+    try:
+        for name, block in cfg.get("releases", {}).items():
+            _check_release(name, block)
+        merge_releases(cfg)
+        semantic_checks(cfg)
+    except ConfigError as e:
+        raise ConfigError(f"{e} (at scale {scale})" if rewrites else str(e)) from None
     skip_unavailable(cfg)
     return cfg
 
@@ -338,7 +746,6 @@ EVAL_PREFIX = "eval_"  # an arm's keys with this prefix are options of the task'
 # change settings of each (``train: {curriculum: ...}``, ``task: {layout: shifting}``,
 # ``model: {layers: 1}``), each key replacing the experiment block's own.
 BLOCKS = ("task", "model", "train")
-MODEL_KEYS = ("d_model", "layers", "mlp_ratio", "cell_options", "embed_std", "tied_embeddings")
 
 
 def value_label(value: Any) -> str:

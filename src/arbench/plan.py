@@ -30,10 +30,13 @@ from arbench.config import (
     task_settings,
     train_settings,
 )
-from arbench.tasks import Task, task_class
+from arbench.tasks import Task, build_task, task_class
 from arbench.tasks.base import Release
 
 PAPER = "paper"
+# streaming evaluation on one CPU thread, generous: the benchmark measures ~4e5 tokens/s
+# for the factorial's delta_conv model on 2 threads (results/bench/cells.json, "streaming")
+EVAL_TOKENS_PER_S = 5e4
 
 
 def results_root(scale: str) -> str:
@@ -178,6 +181,43 @@ class Plan:
         writer, settings = self._release(release)
         return writer.runtime_minutes(settings, subset, split)
 
+    def _release_layout(self, attr: str) -> tuple[str, ...]:
+        """One file-layout attribute of the releases' writers (``split_files``,
+        ``index_files``), which the generic rules declare as output patterns: every configured
+        release must share it."""
+        found = {getattr(self._release(r)[0], attr) for r in self.releases}
+        if len(found) > 1:
+            raise ValueError(
+                f"releases: the writers' {attr} differ ({sorted(found)}); "
+                "rules/datasets.smk declares one layout, so a second needs its own rules"
+            )
+        return next(iter(found), ())
+
+    def release_split_patterns(self) -> list[str]:
+        """Output patterns (over {release}, {subset}, {split}) of the files one split job
+        writes besides its sidecar: its shards, so the DAG sees one truncated or replaced."""
+        root = f"{self.root}/datasets/{{release}}"
+        return [f"{root}/{p}" for p in self._release_layout("split_files")]
+
+    def release_index_patterns(self) -> list[str]:
+        """Output patterns (over {release}) of the index job: card, vocabulary, statistics."""
+        root = f"{self.root}/datasets/{{release}}"
+        return [f"{root}/{p}" for p in self._release_layout("index_files")]
+
+    def release_shards(self, release: str) -> list[str]:
+        """Every shard path of a release (what its validation reads)."""
+        writer, _ = self._release(release)
+        root = self.release_dir(release)
+        return [
+            f"{root}/{p.format(subset=sub, split=split)}"
+            for sub, split in self.release_splits(release)
+            for p in writer.split_files
+        ]
+
+    def release_index_files(self, release: str) -> list[str]:
+        writer, _ = self._release(release)
+        return [f"{self.release_dir(release)}/{p}" for p in writer.index_files]
+
     # ------------------------------------------------------------------ runs
 
     def _shared_runs(self) -> dict[tuple[str, str, int], tuple[str, str]]:
@@ -238,6 +278,18 @@ class Plan:
         """Minutes to ask a scheduler for: generous for the CPU, far more than a GPU needs."""
         return max(10, self.train_settings(experiment, run_arm)["steps"] // 20)
 
+    def eval_tokens(self, experiment: str, run_arm: str) -> int:
+        """Tokens a run arm's evaluation job reads (`Task.eval_tokens`: the held-out count
+        times the sequence length, or a task's whole streaming sweep)."""
+        task = build_task(self.task_settings(experiment, run_arm))
+        examples = self.experiments[experiment]["eval"]["examples"]
+        return task.eval_tokens(examples, **self.eval_options(experiment, run_arm))
+
+    def eval_minutes(self, experiment: str, run_arm: str) -> int:
+        """Minutes to ask a scheduler for one evaluation: 10 to start, plus its token count
+        at `EVAL_TOKENS_PER_S` (a long streaming sweep gets its hour, a held-out set 10)."""
+        return 10 + int(self.eval_tokens(experiment, run_arm) / EVAL_TOKENS_PER_S / 60)
+
     # ------------------------------------------------------------------ the zoo and the bench
 
     def reference(self, pointer: dict[str, str]) -> dict[str, Any]:
@@ -260,10 +312,11 @@ class Plan:
         return out
 
     def targets(self) -> list[str]:
-        """Everything `rule all` builds: every experiment's table and figure, the cell table
-        and the benchmark."""
+        """Everything `rule all` builds: every experiment's table and figure, the cell table,
+        the benchmark and the interference study."""
         out = [f"{self.root}/tables/{name}.tex" for name in ("cells", "floors")]
         out += [f"{self.root}/bench/cells.{ext}" for ext in ("json", "png")]
+        out += [f"{self.root}/figures/interference.{ext}" for ext in ("pdf", "png", "html")]
         for name in self.experiments:
             out += [f"{self.root}/tables/{name}.tex"]
             out += [f"{self.root}/figures/{name}.{ext}" for ext in ("pdf", "png")]

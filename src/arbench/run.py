@@ -2,9 +2,11 @@
 
 * `train_run` trains (or resumes) one (experiment, arm, seed) run and writes its record,
   ``final.json``, which holds the model's exact shape;
-* `evaluate_run` rebuilds the model from that record and scores it with its task;
+* `evaluate_run` rebuilds the model from that record and scores it with its task, after
+  checking that the model file, the record and the task asked for describe the same run;
 * `write_eval_set` / `validate_stream` write and check a stream task's held-out data;
-* `write_release_split` / `validate_release` write and check a release task's file set.
+* `write_release_split` / `write_release_index` / `validate_release` write and check a release
+  task's file set.
 
 Every output goes through a temporary file and a rename (`arbench.io`).
 """
@@ -20,7 +22,14 @@ from arbench.models import ModelConfig
 from arbench.runtime import Log
 from arbench.tasks import build_task, task_class
 from arbench.tasks.base import Batch, Release, Signal, Task, load_eval_set, save_eval_set
-from arbench.train.loop import TrainConfig, load_trained, train
+from arbench.train.loop import (
+    SettingsMismatch,
+    TrainConfig,
+    differences,
+    load_trained,
+    record_settings,
+    train,
+)
 
 FINAL = "final.json"
 
@@ -61,6 +70,7 @@ def train_run(
         run_dir,
         threads=threads,
         progress=log,
+        task_settings=task,
     )
     payload.update(record or {})
     payload["task"] = task
@@ -78,9 +88,21 @@ def evaluate_run(
     options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Score a finished run with its task's evaluator. The model's shape comes from the run's
-    own record, never from the config, so it is the model that was trained."""
-    final = read_json(Path(run_dir) / FINAL)
-    model = load_trained(run_dir, ModelConfig(**final["model"]))
+    own record, never from the config, so it is the model that was trained.
+
+    A model file trained under other settings than its record (copied from another run or
+    config), or a record of a run on other task settings than ``task``, is a
+    `SettingsMismatch` naming the file and what differs: never a score of the wrong model.
+    """
+    final_path = Path(run_dir) / FINAL
+    final = read_json(final_path)
+    _check_task(final_path, final, task)
+    model = load_trained(
+        run_dir,
+        ModelConfig(**final["model"]),
+        settings=record_settings(final),
+        expected_from=f"its record {final_path}",
+    )
     scores = build_task(task, data_dir).evaluate(model, examples=examples, **(options or {}))
     return {
         "scores": scores,
@@ -88,6 +110,16 @@ def evaluate_run(
         "state_size_per_layer": final["state_size_per_layer"],
         "train_wall_time_s": final["wall_time_s"],
     }
+
+
+def _check_task(final_path: Path, final: dict[str, Any], task: dict[str, Any]) -> None:
+    """The run was trained on the task settings the evaluation asks for."""
+    ran, asked = json.loads(json.dumps(final.get("task"))), json.loads(json.dumps(task))
+    if ran != asked:
+        raise SettingsMismatch(
+            f"{final_path}: the run was trained on other task settings than this evaluation's "
+            f"(run vs evaluation: {differences({'task': ran}, {'task': asked})})"
+        )
 
 
 def write_eval_set(task: dict[str, Any], examples: int, out: str | Path) -> Batch:
@@ -157,14 +189,50 @@ def write_release_split(
     return _release(task).write_split(Path(out_dir), subset, split, settings, progress=log)
 
 
-def validate_release(
+def write_release_index(
     task: str, settings: dict[str, Any], out_dir: str | Path, log: Log = _quiet
+) -> Any:
+    """Write a release's index files (card, vocabulary, statistics) from its splits."""
+    return _release(task).write_index(Path(out_dir), settings, progress=log)
+
+
+def _first_problem(report: dict[str, Any]) -> str:
+    """The report's first problem as one line: a file-level error, else a failing row."""
+    if report.get("errors"):
+        return str(report["errors"][0])
+    for f in report.get("failures", []):
+        where = f.get("file", f"{f.get('config')}/{f.get('split')}")
+        return f"{where} row {f['row']} (seed {f['seed']}): {'; '.join(f['reasons'])}"
+    return "no examples checked"
+
+
+def validate_release(
+    task: str,
+    settings: dict[str, Any],
+    out_dir: str | Path,
+    log: Log = _quiet,
+    report_copy: str | Path | None = None,
 ) -> dict[str, Any]:
-    """Run a release's oracle over every file; raises DataRejected when any check fails."""
-    report = _release(task).validate(Path(out_dir), settings, progress=log)
+    """Run a release's oracle over every file and return its report; the release is left as
+    it is. The report also goes to ``report_copy`` whatever the outcome (a failed job's
+    declared outputs are deleted, so that is where a rejection is recorded). Raises
+    DataRejected, one line naming the first problem and the report, when any check fails."""
+    try:
+        report = _release(task).validate(Path(out_dir), settings, progress=log)
+    except Exception as err:
+        if report_copy is not None:
+            crash = {"ok": False, "errors": [f"validation crashed: {type(err).__name__}: {err}"]}
+            atomic_write_json(report_copy, crash)
+        raise
+    if report_copy is not None:
+        atomic_write_json(report_copy, report)
     summary = {k: report[k] for k in ("ok", "examples_checked", "failed_examples") if k in report}
     log(json.dumps(summary))
     if not report["ok"]:
-        log(json.dumps(report, indent=1))
-        raise DataRejected(f"the {task} oracle found failures: {json.dumps(summary)}")
+        problems = len(report.get("errors", [])) + int(report.get("failed_examples", 0))
+        where = f"; report: {report_copy}" if report_copy is not None else ""
+        raise DataRejected(
+            f"{task} release {out_dir} rejected: {_first_problem(report)} "
+            f"({problems} problem(s) in all{where})"
+        )
     return report

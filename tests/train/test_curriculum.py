@@ -127,6 +127,6 @@ def test_gated_run_resumes_to_the_same_result(tmp_path: Path) -> None:
     resumed, seen = _train(tmp_path / "cut", gated)
     assert resumed["resumed_from_step"] == 5
     assert [s.gap for s in seen] == [s.gap for s in seen_ref[5:]]
-    wa = torch.load(tmp_path / "ref" / "model.pt", weights_only=True)
-    wb = torch.load(tmp_path / "cut" / "model.pt", weights_only=True)
+    wa = torch.load(tmp_path / "ref" / "model.pt", weights_only=True)["weights"]
+    wb = torch.load(tmp_path / "cut" / "model.pt", weights_only=True)["weights"]
     assert all(torch.equal(wa[k], wb[k]) for k in wa)

@@ -1,35 +1,50 @@
-"""Training: bitwise reproducibility, and resume after a hard kill."""
+"""Training: bitwise reproducibility, resume after a hard kill, and only ever of the same run:
+a checkpoint or model file written under other settings is never taken for this run's."""
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
+import pytest
 import torch
 
 from arbench.models import ModelConfig
 from arbench.tasks import build_task
-from arbench.train.loop import TrainConfig, train
+from arbench.train.loop import (
+    SettingsMismatch,
+    TrainConfig,
+    load_model_file,
+    load_trained,
+    run_settings,
+    train,
+)
 
 TASK = {"name": "mqar", "pairs": 4, "n_keys": 8, "n_values": 8}
 MODEL = {"d_model": 16, "layers": 2, "cell": "delta_rule", "cell_options": {"conv": True}}
 TRAIN = {"steps": 24, "batch": 8, "lr": 3e-3, "warmup": 4, "checkpoint_every": 5, "log_every": 3}
 
 
-def _run(run_dir: Path, **kw) -> dict:
-    task = build_task(TASK)
-    mc = ModelConfig(vocab_size=task.vocab_size, **MODEL)
-    return train(task, mc, TrainConfig.from_dict(TRAIN), 7, run_dir, threads=1, **kw)
+def _run(run_dir: Path, task=TASK, model=MODEL, training=TRAIN, seed=7, **kw) -> dict:
+    adapter = build_task(task)
+    mc = ModelConfig(vocab_size=adapter.vocab_size, **model)
+    cfg = TrainConfig.from_dict(training)
+    return train(adapter, mc, cfg, seed, run_dir, threads=1, task_settings=task, **kw)
 
 
 def test_same_seed_same_scores_bitwise(tmp_path: Path) -> None:
     a, b = _run(tmp_path / "a"), _run(tmp_path / "b")
     assert a["scores"] == b["scores"]
-    wa = torch.load(tmp_path / "a" / "model.pt", weights_only=True)
-    wb = torch.load(tmp_path / "b" / "model.pt", weights_only=True)
+    wa = load_model_file(tmp_path / "a" / "model.pt")["weights"]
+    wb = load_model_file(tmp_path / "b" / "model.pt")["weights"]
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    assert (tmp_path / "a" / "model.pt").read_bytes() == (tmp_path / "b" / "model.pt").read_bytes()
     assert (tmp_path / "a" / "metrics.jsonl").read_text() == (
         tmp_path / "b" / "metrics.jsonl"
     ).read_text()
@@ -66,3 +81,84 @@ def test_killed_run_resumes_to_identical_result(tmp_path: Path) -> None:
     lines = [json.loads(x) for x in (victim / "metrics.jsonl").read_text().splitlines()]
     ref = [json.loads(x) for x in (tmp_path / "ref" / "metrics.jsonl").read_text().splitlines()]
     assert lines == ref
+
+
+# each edit a restarted job could bring: the run it asks for is another run
+CHANGES = {
+    "lr": {"training": {**TRAIN, "lr": 1e-3}},
+    "fewer steps": {"training": {**TRAIN, "steps": 16}},
+    "model": {"model": {**MODEL, "cell_options": {"conv": False}}},
+    "task": {"task": {**TASK, "pairs": 3}},
+    "seed": {"seed": 8},
+}
+
+
+@pytest.mark.parametrize("change", CHANGES, ids=list(CHANGES))
+def test_a_checkpoint_of_other_settings_is_not_resumed(tmp_path: Path, change: str) -> None:
+    _run(tmp_path / "run", stop_after=12)  # "killed" at step 12: checkpoint at step 10
+    assert torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)["step"] == 10
+    messages: list[str] = []
+    restarted = _run(tmp_path / "run", progress=messages.append, **CHANGES[change])
+    fresh = _run(tmp_path / "fresh", **CHANGES[change])
+    assert restarted["resumed_from_step"] == 0
+    notice = next(m for m in messages if "other run settings" in m)
+    assert "starting afresh" in notice and "checkpoint.pt (step 10)" in notice
+    key = {"lr": "train.lr", "fewer steps": "train.steps", "model": "model.cell_options.conv"}
+    key |= {"task": "task.pairs", "seed": "seed"}
+    assert f"{key[change]}: " in notice
+    assert restarted["scores"] == fresh["scores"]
+    for name in ("model.pt", "metrics.jsonl"):
+        assert (tmp_path / "run" / name).read_bytes() == (tmp_path / "fresh" / name).read_bytes()
+
+
+def test_a_change_of_checkpoint_interval_still_resumes(tmp_path: Path) -> None:
+    reference = _run(tmp_path / "ref")
+    _run(tmp_path / "run", stop_after=12)
+    resumed = _run(tmp_path / "run", training={**TRAIN, "checkpoint_every": 4})
+    assert resumed["resumed_from_step"] == 10 and resumed["scores"] == reference["scores"]
+    assert resumed["fingerprint"] == reference["fingerprint"]
+
+
+def test_a_checkpoint_without_settings_is_not_resumed(tmp_path: Path) -> None:
+    _run(tmp_path / "run", stop_after=12)
+    ck_path = tmp_path / "run" / "checkpoint.pt"
+    ck = torch.load(ck_path, weights_only=True)
+    del ck["fingerprint"], ck["settings"]  # what an older arbench wrote
+    torch.save(ck, ck_path)
+    messages: list[str] = []
+    assert _run(tmp_path / "run", progress=messages.append)["resumed_from_step"] == 0
+    assert any("no settings record" in m and "starting afresh" in m for m in messages)
+
+
+def test_a_model_file_loads_only_against_its_own_settings(tmp_path: Path) -> None:
+    final = _run(tmp_path / "run")
+    adapter = build_task(TASK)
+    mc = ModelConfig(vocab_size=adapter.vocab_size, **MODEL)
+    ours = run_settings(final["model"], final["train"], TASK, 7)
+    load_trained(tmp_path / "run", mc, ours)  # its own settings: fine
+    other = run_settings(final["model"], {**final["train"], "lr": 1e-3}, TASK, 7)
+    with pytest.raises(SettingsMismatch, match=r"run/model.pt was trained .*train.lr: 0.003 vs"):
+        load_trained(tmp_path / "run", mc, other, expected_from="the record")
+    bare = load_model_file(tmp_path / "run" / "model.pt")["weights"]
+    torch.save(bare, tmp_path / "run" / "model.pt")  # a plain state dict: nothing to check
+    with pytest.raises(SettingsMismatch, match="not an arbench-model/1 file"):
+        load_trained(tmp_path / "run", mc)
+
+
+def test_one_process_trains_a_run_folder_at_a_time(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    holder = os.open(run_dir, os.O_RDONLY)  # another job (a killed workflow's orphan) trains
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    messages: list[str] = []
+    job = threading.Thread(target=_run, args=(run_dir,), kwargs={"progress": messages.append})
+    job.start()
+    deadline = time.monotonic() + 30
+    while not any("waiting for it" in m for m in messages) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)
+    assert any("another process is training" in m for m in messages)
+    assert not (run_dir / "metrics.jsonl").exists()  # it waits before touching the folder
+    os.close(holder)
+    job.join(timeout=120)
+    assert (run_dir / "model.pt").exists() and not (run_dir / "checkpoint.pt").exists()

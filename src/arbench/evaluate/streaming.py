@@ -68,15 +68,17 @@ def stream_tokens(
     """Read ``n_tokens`` (split over ``batch`` parallel streams) and time it.
 
     Tokens are drawn piece by piece so the input itself never occupies memory
-    proportional to the length; the read-out runs on the last position only.
+    proportional to the length; the read-out runs on the last position only. Tokens go to
+    the model's device, so a model moved to CUDA streams there.
     """
     model.eval()
+    device = next(model.parameters()).device
     per_stream = -(-n_tokens // batch)
     state = None
     t0 = time.perf_counter()
     checksum = 0.0
     for a, b in pieces(per_stream, piece):
-        tok = torch.from_numpy(rng.integers(0, vocab_size, size=(batch, b - a)))
+        tok = torch.from_numpy(rng.integers(0, vocab_size, size=(batch, b - a))).to(device)
         h, state = model.hidden(tok, state)
         checksum += float(model.logits(h[:, -1]).sum())
     seconds = time.perf_counter() - t0

@@ -91,13 +91,16 @@ class Signal:
 class Release(Protocol):
     """How a release-data task writes and checks its file set (see `Task.data`).
 
-    `write_split` writes one (subset, split) under ``out_dir`` and writes
-    ``stats/{subset}/{split}.json`` last, as the split's completion marker; `validate` runs the
-    task's independent oracle over everything in ``out_dir`` and returns a report whose "ok"
-    says whether training may use it.
+    `write_split` writes one (subset, split) under ``out_dir``: the files ``split_files``
+    names, then ``stats/{subset}/{split}.json`` last, as the split's completion marker;
+    `write_index` writes ``index_files`` (card, vocabulary...) from the splits; `validate` runs
+    the task's oracle over everything in ``out_dir``, writes nothing, and returns a report
+    whose "ok" says whether training may use it. Every file is thus some job's declared output.
     """
 
     schema: dict[str, Any]  # JSON schema of the release's config block (besides `task`)
+    split_files: tuple[str, ...]  # patterns over {subset} and {split}, relative to out_dir
+    index_files: tuple[str, ...]  # relative to out_dir
 
     def splits(self, settings: dict[str, Any]) -> list[tuple[str, str]]: ...
 
@@ -111,6 +114,10 @@ class Release(Protocol):
         settings: dict[str, Any],
         progress: Progress = None,
     ) -> dict[str, Any]: ...
+
+    def write_index(
+        self, out_dir: Path, settings: dict[str, Any], progress: Progress = None
+    ) -> Any: ...
 
     def validate(
         self, out_dir: Path, settings: dict[str, Any], progress: Progress = None
@@ -146,6 +153,12 @@ class Task:
     def evaluate(self, model: Any, examples: int | None = None, **options: Any) -> dict[str, Any]:
         """Scores of a trained model on the held-out data; "accuracy" is the headline."""
         raise NotImplementedError
+
+    def eval_tokens(self, examples: int, **options: Any) -> int:
+        """Tokens one evaluation reads, what a scheduler's runtime is sized from
+        (`arbench.plan.Plan.eval_minutes`): by default ``examples`` held-out sequences of the
+        eval set's length; a task whose evaluation streams a sweep overrides it."""
+        return int(examples) * int(self.eval_set(1).tokens.shape[1])
 
     def floors(self) -> dict[str, float]:
         """Chance levels computed from the settings, never typed in. Every task gives

@@ -3,12 +3,26 @@
 Every batch is a pure function of (seed, step) and the model's initial weights
 a pure function of the seed, so a run that is killed and resumed from its last
 checkpoint reproduces an uninterrupted run bit for bit (same thread count).
+
+A run's settings (model, training, task, seed: `run_settings`) are fingerprinted
+(`fingerprint`) into its checkpoint and its model file. A checkpoint written under
+other settings is discarded, with a log line, instead of resumed; a model file is
+loaded only against the settings it was trained with (`load_trained`), so weights
+from another config give an error naming what differs, never a wrong score. One
+process trains a run folder at a time (a lock on the folder, where the file system
+has locks): a job started while a killed workflow's orphan still trains that run
+waits for it instead of mixing their files.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import fcntl
+import hashlib
 import io
 import json
+import os
 import platform
 import sys
 import time
@@ -26,6 +40,15 @@ from arbench.models import LanguageModel, ModelConfig, build_model
 from arbench.tasks.base import IGNORE, Signal, Task
 from arbench.train.curriculum import Curriculum, CurriculumConfig
 from arbench.train.schedule import lr_at
+
+MODEL_FORMAT = "arbench-model/1"  # model.pt: {"format", "fingerprint", "settings", "weights"}
+# training options that change how a run is recorded, never what it computes: resuming
+# across a change of these reproduces the same run
+NOT_IDENTITY = frozenset({"checkpoint_every"})
+
+
+class SettingsMismatch(RuntimeError):
+    """A checkpoint or model file was written by other run settings than the ones asked for."""
 
 
 @dataclass
@@ -111,13 +134,107 @@ def _optimizer(model: LanguageModel, cfg: TrainConfig) -> torch.optim.AdamW:
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.95))
 
 
+def run_settings(
+    model: dict[str, Any], train: dict[str, Any], task: dict[str, Any], seed: int
+) -> dict[str, Any]:
+    """What a run's result depends on: its model, training (less `NOT_IDENTITY`) and task
+    settings and its seed, as plain JSON data (a final.json's fields give the same)."""
+    return json.loads(
+        json.dumps(
+            {
+                "model": model,
+                "train": {k: v for k, v in train.items() if k not in NOT_IDENTITY},
+                "task": task,
+                "seed": int(seed),
+            }
+        )
+    )
+
+
+def fingerprint(settings: dict[str, Any]) -> str:
+    """A stable hash of the settings' canonical JSON (sorted keys, no spaces)."""
+    canonical = json.dumps(settings, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def record_settings(record: dict[str, Any]) -> dict[str, Any]:
+    """`run_settings` of a run's final.json record."""
+    return run_settings(record["model"], record["train"], record["task"], record["seed"])
+
+
+def differences(ours: dict[str, Any], theirs: dict[str, Any], limit: int = 6) -> str:
+    """The dotted keys whose values differ, as 'key: ours vs theirs', at most ``limit``."""
+    a, b = _flatten(ours), _flatten(theirs)
+    keys = sorted(set(a) | set(b))
+    found = [
+        f"{k}: {_shown(a, k)} vs {_shown(b, k)}"
+        for k in keys
+        if a.get(k, _UNSET) != b.get(k, _UNSET)
+    ]
+    more = f" and {len(found) - limit} more" if len(found) > limit else ""
+    return "; ".join(found[:limit]) + more if found else "no field differs"
+
+
+_UNSET = object()
+
+
+def _shown(flat: dict[str, Any], key: str) -> str:
+    return repr(flat[key]) if key in flat else "(unset)"
+
+
+def _flatten(d: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(d, dict):
+        return {prefix: d}
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+    return out
+
+
+def _task_identity(task: Task) -> dict[str, Any]:
+    """The task's settings when the caller gives none: its name and settings dataclass."""
+    cfg = getattr(task, "cfg", None)
+    settings = dataclasses.asdict(cfg) if dataclasses.is_dataclass(cfg) else {}
+    return {"name": task.name, **settings}
+
+
+@contextlib.contextmanager
+def _exclusive(run_dir: Path, say: Any):
+    """Hold an exclusive lock on the run folder; wait (saying so) while another process holds
+    it. Where the file system has no locks (some network mounts) the run goes on without."""
+    fd = os.open(run_dir, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            say(f"another process is training {run_dir}; waiting for it to finish")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as err:
+            say(f"cannot lock {run_dir} ({err}); training without a lock")
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def _save_checkpoint(
-    path: Path, model, opt, step: int, metrics: list[str], ramp: Curriculum | None
+    path: Path,
+    model,
+    opt,
+    step: int,
+    metrics: list[str],
+    ramp: Curriculum | None,
+    settings: dict[str, Any],
 ) -> None:
-    """Model, optimizer, step, the metric lines so far and the curriculum's state, written
-    atomically."""
+    """Model, optimizer, step, the metric lines so far, the curriculum's state and the run's
+    settings with their fingerprint, written atomically."""
     buf = io.BytesIO()
-    state = {"model": model.state_dict(), "optim": opt.state_dict(), "step": step}
+    state = {
+        "model": model.state_dict(),
+        "optim": opt.state_dict(),
+        "step": step,
+        "fingerprint": fingerprint(settings),
+        "settings": json.dumps(settings, sort_keys=True),
+    }
     if ramp is not None:
         state["curriculum"] = ramp.state()
     torch.save({**state, "metrics": metrics}, buf)
@@ -134,31 +251,71 @@ def train(
     threads: int = 1,
     stop_after: int | None = None,
     progress: Any = None,
+    task_settings: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Train (or resume) one run in ``run_dir``; return the final-JSON payload.
 
     ``stop_after`` ends the process-free run early after that many steps (used
-    by tests to emulate a kill); ``progress`` is a callable taking a string.
+    by tests to emulate a kill); ``progress`` is a callable taking a string;
+    ``task_settings`` is the task's config block, part of the run's fingerprint
+    (default: the task's name and settings dataclass).
     """
     torch.set_num_threads(threads)
     check_signals(task, cfg)
-    ramp = None if cfg.curriculum is None else Curriculum(cfg.curriculum, cfg.steps)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    with _exclusive(run_dir, progress or _stderr):
+        return _train(task, model_cfg, cfg, seed, run_dir, stop_after, progress, task_settings)
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def _train(
+    task: Task,
+    model_cfg: ModelConfig,
+    cfg: TrainConfig,
+    seed: int,
+    run_dir: Path,
+    stop_after: int | None,
+    progress: Any,
+    task_settings: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """The body of `train`, run while holding the run folder's lock."""
+    say = progress or (lambda _: None)  # step lines; what the caller must know goes to `note`
+    note = progress or _stderr
+    ramp = None if cfg.curriculum is None else Curriculum(cfg.curriculum, cfg.steps)
+    settings = run_settings(
+        asdict(model_cfg), asdict(cfg), task_settings or _task_identity(task), seed
+    )
+    fp = fingerprint(settings)
     ckpt_path, metrics_path = run_dir / "checkpoint.pt", run_dir / "metrics.jsonl"
     device = resolve_device(cfg.device)
     model = build_model(model_cfg, seed).to(device)
     opt = _optimizer(model, cfg)
     start, lines = 0, []
-    if ckpt_path.exists():
-        ck = torch.load(ckpt_path, map_location=device, weights_only=True)
+    ck = (
+        torch.load(ckpt_path, map_location=device, weights_only=True)
+        if ckpt_path.exists()
+        else None
+    )
+    if ck is not None and ck.get("fingerprint") != fp:
+        theirs = json.loads(ck["settings"]) if "settings" in ck else None
+        why = "no settings record" if theirs is None else differences(settings, theirs)
+        note(
+            f"{ckpt_path} (step {ck.get('step')}) was written by other run settings "
+            f"(now vs checkpoint: {why}); starting afresh"
+        )
+        ckpt_path.unlink()
+        ck = None
+    if ck is not None:
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optim"])
         start, lines = int(ck["step"]), list(ck["metrics"])
         if ramp is not None:
             ramp.load_state(ck["curriculum"])
-        if progress:
-            progress(f"resumed from checkpoint at step {start}")
+        say(f"resumed from checkpoint at step {start}")
     # the metrics file always restarts from what the checkpoint vouches for
     metrics_path.write_text("".join(ln + "\n" for ln in lines))
     last = {k: json.loads(lines[-1])[k] for k in ("loss", "acc", "grad_norm")} if lines else {}
@@ -192,18 +349,26 @@ def train(
                 lines.append(json.dumps({"step": done, "lr": lr, **last, **extra}))
                 metrics.write(lines[-1] + "\n")
                 metrics.flush()
-                if progress:
-                    progress(
-                        f"step {done}/{cfg.steps} loss {last['loss']:.4f} acc {last['acc']:.3f} "
-                        f"({time.perf_counter() - t0:.0f}s)"
-                    )
+                say(
+                    f"step {done}/{cfg.steps} loss {last['loss']:.4f} acc {last['acc']:.3f} "
+                    f"({time.perf_counter() - t0:.0f}s)"
+                )
             if done % cfg.checkpoint_every == 0 or done == cfg.steps:
-                _save_checkpoint(ckpt_path, model, opt, done, lines, ramp)
+                _save_checkpoint(ckpt_path, model, opt, done, lines, ramp, settings)
             if stop_after is not None and done >= stop_after and done < cfg.steps:
                 return {"stopped_at": done}
     wall = time.perf_counter() - t0
     buf = io.BytesIO()
-    torch.save({k: v.cpu() for k, v in model.state_dict().items()}, buf)
+    weights = {k: v.cpu() for k, v in model.state_dict().items()}
+    torch.save(
+        {
+            "format": MODEL_FORMAT,
+            "fingerprint": fp,
+            "settings": json.dumps(settings, sort_keys=True),
+            "weights": weights,
+        },
+        buf,
+    )
     atomic_write_bytes(run_dir / "model.pt", buf.getvalue())
     ckpt_path.unlink(missing_ok=True)  # a forced rerun starts afresh and reproduces this run
     return {
@@ -217,15 +382,46 @@ def train(
         "device": str(device),
         "wall_time_s": wall,
         "resumed_from_step": start,
+        "fingerprint": fp,
+        "task": settings["task"],
         "scores": {f"final_train_{k}": v for k, v in last.items()},
         "argv": sys.argv[1:],
     }
 
 
-def load_trained(run_dir: str | Path, model_cfg: ModelConfig) -> LanguageModel:
-    """Rebuild a trained model (on the CPU) from its run directory's final weights."""
-    weights = torch.load(Path(run_dir) / "model.pt", map_location="cpu", weights_only=True)
+def load_model_file(path: str | Path) -> dict[str, Any]:
+    """A model file's contents: "weights" (the state dict), "settings" (the run settings it
+    was trained with, a dict) and "fingerprint"; `SettingsMismatch` for a file without them."""
+    path = Path(path)
+    blob = torch.load(path, map_location="cpu", weights_only=True)
+    if not (isinstance(blob, dict) and blob.get("format") == MODEL_FORMAT):
+        raise SettingsMismatch(
+            f"{path}: not an {MODEL_FORMAT} file (no record of the settings it was trained "
+            "with, e.g. written by an older arbench); retrain the run"
+        )
+    return {**blob, "settings": json.loads(blob["settings"])}
+
+
+def load_trained(
+    run_dir: str | Path,
+    model_cfg: ModelConfig,
+    settings: dict[str, Any] | None = None,
+    expected_from: str = "the expected run settings",
+) -> LanguageModel:
+    """Rebuild a trained model (on the CPU) from its run directory's final weights.
+
+    With ``settings`` (`run_settings` of the run asked for, e.g. `record_settings` of its
+    final.json), a model file trained under other settings is a `SettingsMismatch` naming the
+    file and the fields that differ, instead of a model that would score the wrong run.
+    """
+    path = Path(run_dir) / "model.pt"
+    blob = load_model_file(path)
+    if settings is not None and blob["fingerprint"] != fingerprint(settings):
+        raise SettingsMismatch(
+            f"{path} was trained with other settings than {expected_from} "
+            f"(model file vs expected: {differences(blob['settings'], settings)})"
+        )
     model = LanguageModel(model_cfg)
-    model.load_state_dict(weights)
+    model.load_state_dict(blob["weights"])
     model.eval()
     return model

@@ -6,13 +6,21 @@ age, and decides each answer (age <= w: the latest value; never written or age >
 w < age <= 2w: an error, the gray zone is never queried). The parse is vectorised over a
 whole Arrow batch (flat token arrays plus offsets), so the paper-scale release is checked in
 minutes. `check_example` is a plain-Python brute-force twin used to cross-check it.
+
+On disk (`validate_files`) it also checks each shard's column types against the card, that
+each example sits in its own config's folder and split, that no seed or token sequence
+repeats within a split or appears in two splits, and records each file's SHA-256, so a
+consumer can tell a shard that changed after validation. A file that is not readable parquet
+is one error naming it; the other files are still checked. Checks that need the generator
+(regenerating each example from its seed) come in through ``extra`` (`release.validate`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -109,10 +117,13 @@ def check_arrays(
     seeds: np.ndarray,
     w: int = 16,
     split_seed: int | None = None,
+    n_config: int | None = None,
 ) -> tuple[list[list[str]], Parsed]:
     """Check a batch given as flat arrays + offsets; return reasons per example and the parse.
 
-    ``type_codes`` index TYPE_NAMES (-1 for an unknown string).
+    ``type_codes`` index TYPE_NAMES (-1 for an unknown string); ``split_seed`` and
+    ``n_config`` (the N of the config folder the batch was read from) also check that each
+    example belongs where it was found.
     """
     tokens, labels = np.asarray(tokens), np.asarray(labels)  # any int dtype; gathers widen
     offsets, label_offsets = np.asarray(offsets, np.int64), np.asarray(label_offsets, np.int64)
@@ -133,6 +144,8 @@ def check_arrays(
     flag((seeds // 10**6) % 10**6 != n_writes, "seed does not encode n_writes")
     if split_seed is not None:
         flag(seeds // 10**12 != split_seed, "seed does not encode the split")
+    if n_config is not None:
+        flag(n_writes != n_config, f"n_writes differs from its config folder n{n_config}")
     shape_ok = (L >= 12) & ((L - 12) % 3 == 0) & ~bad
     flag(~shape_ok & ~bad, "length is not 12 + 3*items")
     start, end = offsets[:-1], offsets[1:]
@@ -273,7 +286,9 @@ def _query_gaps(
     return at - prev
 
 
-def check_table(table: Any, w: int = 16, split_seed: int | None = None) -> tuple[list, Parsed]:
+def check_table(
+    table: Any, w: int = 16, split_seed: int | None = None, n_config: int | None = None
+) -> tuple[list, Parsed]:
     """Check a pyarrow Table/RecordBatch with the card's columns."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -302,6 +317,7 @@ def check_table(table: Any, w: int = 16, split_seed: int | None = None) -> tuple
         table.column("seed").to_numpy(),
         w=w,
         split_seed=split_seed,
+        n_config=n_config,
     )
 
 
@@ -379,50 +395,130 @@ def _split_seed_of(split: str, split_seeds: dict[str, int] | None) -> int | None
     return (split_seeds or {}).get(split)
 
 
+def _config_N(config: str) -> int | None:
+    """256 for a folder named 'n256'; None for a folder that names no config."""
+    digits = config[1:] if config.startswith("n") else ""
+    return int(digits) if digits.isdigit() else None
+
+
+# column types as the card states them (integer: any integer type; n_writes is "int")
+CARD_TYPES = {
+    "input_ids": "list<int16>",
+    "labels": "list<int16>",
+    "answer_type": "list<string>",
+    "n_writes": "integer",
+    "seed": "int64",
+}
+
+
+def schema_problems(schema: Any) -> list[str]:
+    """Columns missing or of another type than the card's (`CARD_TYPES`), one line each."""
+    import pyarrow as pa
+
+    def is_card(name: str, t: Any) -> bool:
+        want = CARD_TYPES[name]
+        if want == "integer":
+            return pa.types.is_integer(t)
+        if want == "int64":
+            return t == pa.int64()
+        if not (pa.types.is_list(t) or pa.types.is_large_list(t)):
+            return False
+        v = t.value_type
+        return v == pa.int16() if want == "list<int16>" else pa.types.is_string(v)
+
+    def spelled(t: Any) -> str:  # list<int64>, as the card spells types
+        nested = pa.types.is_list(t) or pa.types.is_large_list(t)
+        return f"list<{t.value_type}>" if nested else str(t)
+
+    out = []
+    for name, want in CARD_TYPES.items():
+        idx = schema.get_field_index(name)
+        if idx < 0:
+            out.append(f"column {name} missing (the card has {want})")
+        elif not is_card(name, schema.field(idx).type):
+            out.append(f"column {name} is {spelled(schema.field(idx).type)}, the card says {want}")
+    return out
+
+
+def file_sha256(path: str | Path) -> str:
+    """Hex SHA-256 of a file's bytes (what a consumer compares before reading it)."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+Extra = Callable[[str, str, Any], list[list[str]]]  # (config, split, batch) -> reasons per row
+
+
 def validate_files(
     files: Iterable[tuple[str, str, Path]],
     w: int = 16,
     split_seeds: dict[str, int] | None = None,
     progress: Any = None,
+    extra: Extra | None = None,
 ) -> Report:
-    """Run the oracle over parquet shards given as (config, split, path); also check that no
-    example (same token sequence) appears in two splits of one config."""
-    import hashlib
+    """Run the oracle over parquet shards given as (config, split, path).
 
+    Besides each example's own checks: the card's column types, each example's n_writes
+    against its config folder, no seed or token sequence twice within a split or in two
+    splits of one config. A file that cannot be read as parquet is one error naming it (its
+    rows read before the damage are still checked). ``extra`` adds per-row reasons.
+    """
     import pyarrow.parquet as pq
 
     report = Report()
     digests: dict[str, dict[bytes, str]] = {}
+    seen_seeds: dict[tuple[str, str], set[int]] = {}
     for config, split, path in files:
-        pf = pq.ParquetFile(path)
+        rel = "/".join(Path(path).parts[-3:])  # data/<config>/<file>
         n0, f0 = report.examples, report.failed_examples
         seen = digests.setdefault(config, {})
-        for rb in pf.iter_batches(batch_size=batch_rows_for(config)):
-            reasons, _ = check_table(rb, w=w, split_seed=_split_seed_of(split, split_seeds))
-            col = rb.column("input_ids")
-            off = col.offsets.to_numpy().astype(np.int64)
-            off = off - off[0]
-            raw = col.flatten().to_numpy().astype(np.int16).tobytes()
-            for i in range(len(reasons)):
-                d = hashlib.blake2b(raw[2 * off[i] : 2 * off[i + 1]], digest_size=16).digest()
-                other = seen.get(d)
-                if other is not None and other != split:
-                    reasons[i].append(f"sequence also in split {other}")
-                seen.setdefault(d, split)
-            report.add(
-                {"config": config, "split": split, "file": Path(path).name},
-                reasons,
-                rb.column("seed").to_numpy(),
+        seeds_here = seen_seeds.setdefault((config, split), set())
+        entry: dict[str, Any] = {"config": config, "split": split, "file": Path(path).name}
+        entry.update(path=rel, bytes=Path(path).stat().st_size, sha256=file_sha256(path))
+        n_config = _config_N(config)
+        if n_config is None:
+            report.errors.append(f"{rel}: folder {config!r} names no config (n<N>)")
+        try:
+            pf = pq.ParquetFile(path)
+            problems = schema_problems(pf.schema_arrow)
+            report.errors += [f"{rel}: {problem}" for problem in problems]
+            batches = pf.iter_batches(batch_size=batch_rows_for(config))
+            if any(pf.schema_arrow.get_field_index(name) < 0 for name in CARD_TYPES):
+                batches = iter(())  # a column the checks read is absent
+            for rb in batches:
+                reasons, _ = check_table(
+                    rb, w=w, split_seed=_split_seed_of(split, split_seeds), n_config=n_config
+                )
+                seeds = rb.column("seed").to_numpy()
+                col = rb.column("input_ids")
+                off = col.offsets.to_numpy().astype(np.int64)
+                off = off - off[0]
+                raw = col.flatten().to_numpy().astype(np.int16).tobytes()
+                for i in range(len(reasons)):
+                    d = hashlib.blake2b(raw[2 * off[i] : 2 * off[i + 1]], digest_size=16).digest()
+                    other = seen.get(d)
+                    if other == split:
+                        reasons[i].append("sequence repeated within the split")
+                    elif other is not None:
+                        reasons[i].append(f"sequence also in split {other}")
+                    seen.setdefault(d, split)
+                    seed = int(seeds[i])
+                    if seed in seeds_here:
+                        reasons[i].append("seed repeated within the split")
+                    seeds_here.add(seed)
+                if extra is not None:
+                    for i, more in enumerate(extra(config, split, rb)):
+                        reasons[i] += more
+                report.add({"config": config, "split": split, "file": rel}, reasons, seeds)
+            entry["readable"] = True
+        except (OSError, ValueError, KeyError) as err:  # ArrowInvalid/ArrowIOError are these
+            first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+            report.errors.append(
+                f"{rel}: not a readable parquet file ({type(err).__name__}: {first})"
             )
-        report.checked.append(
-            {
-                "config": config,
-                "split": split,
-                "file": Path(path).name,
-                "examples": report.examples - n0,
-                "failed": report.failed_examples - f0,
-            }
-        )
+            entry["readable"] = False
+        entry.update(examples=report.examples - n0, failed=report.failed_examples - f0)
+        report.checked.append(entry)
         if progress:
             progress(f"checked {config}/{split} {Path(path).name}: {report.examples - n0} examples")
     return report
@@ -433,6 +529,7 @@ def validate_dir(
     w: int = 16,
     split_seeds: dict[str, int] | None = None,
     progress: Any = None,
+    extra: Extra | None = None,
 ) -> Report:
     """Validate every data/{config}/{split}-*.parquet under a dataset directory."""
     root = Path(out_dir)
@@ -440,7 +537,7 @@ def validate_dir(
     for path in sorted(root.glob("data/*/*.parquet")):
         split = path.name.split("-", 1)[0]
         files.append((path.parent.name, split, path))
-    report = validate_files(files, w=w, split_seeds=split_seeds, progress=progress)
+    report = validate_files(files, w=w, split_seeds=split_seeds, progress=progress, extra=extra)
     vpath = root / "vocab.json"
     if vpath.exists():
         v = json.loads(vpath.read_text())

@@ -12,6 +12,7 @@ split into keys that were never written and stale keys (written, then idle past 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -21,6 +22,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from arbench.tasks.base import IGNORE, Batch, Signal, Task, register_task, settings_of
+from arbench.tasks.passkey_swar import oracle
 from arbench.tasks.passkey_swar.generator import Params, vocab
 from arbench.tasks.passkey_swar.release import PasskeySwarRelease
 
@@ -39,6 +41,41 @@ def _padded(column: Any, pad: int) -> tuple[np.ndarray, np.ndarray]:
     return out, lengths
 
 
+REPORT = "oracle_report.json"  # the validation job's report in the release folder
+
+
+class ShardChanged(ValueError):
+    """A shard differs from the one the release's validation checked."""
+
+
+def check_validated(data_dir: str | Path, config: str, split: str, files: list[Path]) -> None:
+    """When the folder holds a validation report, the shards of (config, split) must be the
+    ones it checked, byte for byte (SHA-256), none missing. Snakemake reruns the validation
+    when a shard gets newer than its report, but not when one is replaced keeping its
+    timestamp (cp -p, rsync -t) or deleted (a missing intermediate file reruns nothing), so
+    this is what keeps a swapped shard from silently changing a score."""
+    report_path = Path(data_dir) / REPORT
+    if not report_path.exists():
+        return
+    entries = json.loads(report_path.read_text()).get("checked", [])
+    prefix = f"data/{config}/{split}-"
+    checked = {e.get("path"): e.get("sha256") for e in entries}
+    present = {"/".join(f.parts[-3:]): f for f in files}
+    for rel in sorted(r for r in checked if r and r.startswith(prefix) and r not in present):
+        raise ShardChanged(
+            f"{Path(data_dir) / rel}: missing since {report_path} validated it; ask snakemake "
+            "for that file to regenerate it"
+        )
+    for rel, f in present.items():
+        if rel not in checked:
+            raise ShardChanged(f"{f}: not among the files {report_path} validated; rerun it")
+        if oracle.file_sha256(f) != checked[rel]:
+            raise ShardChanged(
+                f"{f}: changed since {report_path} validated it (SHA-256 differs); "
+                "rerun the release's validation (snakemake --forcerun release_validate)"
+            )
+
+
 @cache
 def load_split(data_dir: str, N: int, split: str) -> Batch:
     """Load (and cache) one config/split of the released dataset as a right-padded Batch.
@@ -48,6 +85,7 @@ def load_split(data_dir: str, N: int, split: str) -> Batch:
     memory; batches are widened on the way out.
     """
     files = sorted((Path(data_dir) / "data" / f"n{N}").glob(f"{split}-*.parquet"))
+    check_validated(data_dir, f"n{N}", split, files)
     if not files:
         raise FileNotFoundError(f"no {split} shards for n{N} under {data_dir}/data")
     table = pq.read_table(files, columns=["input_ids", "labels"])
@@ -112,6 +150,7 @@ class PasskeySwarTask(Task):
     layout = "sweep"
     release = PasskeySwarRelease()
     release_keys = ("params", "train_configs", "eval_configs")
+    settings_class = StudySettings  # its task block's keys and types (the config checks them)
 
     def __init__(
         self,
@@ -199,3 +238,16 @@ class PasskeySwarTask(Task):
         overall = [r["all"] for r in per_config.values()]
         accuracy = float(np.mean(overall)) if overall else None
         return {"accuracy": accuracy, "per_config": per_config}
+
+    def eval_tokens(self, examples: int, max_writes: int | None = None, **options: Any) -> int:
+        """Tokens the streaming sweep reads (an upper bound: the split may hold fewer):
+        ``examples`` sequences of every eval config it scores, each of the generator's
+        expected length (passkey head and tail, N writes, N x query_rate queries)."""
+        from arbench.tasks.passkey_swar.generator import PASSKEY_LEN
+
+        per_write = 3 * (1 + self.params.query_rate)
+        return sum(
+            int(examples) * int(2 * (2 + PASSKEY_LEN) + per_write * N)
+            for N in self.eval_configs
+            if max_writes is None or N <= max_writes
+        )
