@@ -10,8 +10,7 @@ import pytest
 import torch
 
 from arbench.tasks import IGNORE, build_task
-from arbench.tasks.base import save_eval_set
-from arbench.tasks.mqar import stream_rng
+from arbench.tasks.base import save_eval_set, stream_rng
 from arbench.tasks.s5 import (
     CAYLEY,
     ELEMENTS,

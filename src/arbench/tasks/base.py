@@ -199,12 +199,26 @@ class Task:
         }
 
 
+def stream_rng(seed: int, step: int, purpose: int = 0) -> np.random.Generator:
+    """Generator for one batch: a pure function of (purpose, seed, step).
+
+    Training draws purpose 0; held-out evaluation sets draw purpose 1 (and controls derived
+    from them purpose 2), so the seed ranges never overlap.
+    """
+    return np.random.default_rng(np.random.SeedSequence([purpose, seed, step]))
+
+
 class ConfigTask(Task):
     """A stream task whose settings are one dataclass (`config_class`, with ``from_dict``
-    and ``vocab_size``): construction, vocabulary and the held-out set, written once for
-    every such adapter (MQAR, haystack, S5)."""
+    and ``vocab_size``) and whose module gives the four functions every such task has:
+    ``generate(cfg, n, rng[, signal])``, ``heldout(cfg, n)``, ``oracle_check(tokens,
+    targets, cfg)`` and ``floors(cfg)``. Construction, vocabulary, batches, the held-out set,
+    the oracle and the floors are written once here for every such adapter (MQAR, Zoology
+    MQAR, haystack, S5); a task that honours training signals (`Task.signals`) gets the
+    batch's signal passed to its ``generate``."""
 
     config_class: ClassVar[type]
+    functions: ClassVar[Any]  # the task's module (``sys.modules[__name__]``)
 
     def __init__(self, cfg: Any, data_dir: str | Path | None = None) -> None:
         self.cfg = cfg
@@ -221,6 +235,21 @@ class ConfigTask(Task):
     def held_out(self) -> Batch:
         """The held-out set the workflow wrote into this task's data folder."""
         return load_eval_set(self.data_dir)
+
+    def train_batch(self, seed: int, step: int, batch: int, signal: Signal | None = None) -> Batch:
+        rng = stream_rng(seed, step)
+        if self.signals:
+            return self.functions.generate(self.cfg, batch, rng, signal)
+        return self.functions.generate(self.cfg, batch, rng)
+
+    def eval_set(self, n: int) -> Batch:
+        return self.functions.heldout(self.cfg, n)
+
+    def oracle(self, batch: Batch) -> list[str]:
+        return self.functions.oracle_check(batch.tokens, batch.targets, self.cfg)
+
+    def floors(self) -> dict[str, float]:
+        return self.functions.floors(self.cfg)
 
 
 def settings_of(cls: type, block: dict[str, Any], where: str = "task") -> Any:

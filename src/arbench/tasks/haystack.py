@@ -36,6 +36,7 @@ gap fractions are drawn first, so one seed gives every kind the same tables and 
 
 from __future__ import annotations
 
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -49,8 +50,9 @@ from arbench.tasks.base import (
     Signal,
     register_task,
     settings_of,
+    stream_rng,
 )
-from arbench.tasks.mqar import _expected_max_count, stream_rng, uniform_pair_hit
+from arbench.tasks.mqar import _expected_max_count, uniform_pair_hit
 
 ANSWERS = ("key", "mask")
 LAYOUTS = ("fixed", "shifting")
@@ -388,6 +390,7 @@ class HaystackTask(ConfigTask):
     kinds: ClassVar[tuple[str, ...]] = ("filler", "pairs")  # the first is the default
 
     config_class = HaystackConfig
+    functions = sys.modules[__name__]
 
     def __init__(self, cfg: HaystackConfig, data_dir: str | Path | None = None) -> None:
         self._check_kind(cfg.distractors)
@@ -411,18 +414,6 @@ class HaystackTask(ConfigTask):
         settings = {"distractors": cls.kinds[0], **settings}  # the task's own kind by default
         cls._check_kind(settings["distractors"])
         return cls(HaystackConfig.from_dict(settings), data_dir)
-
-    def train_batch(self, seed: int, step: int, batch: int, signal: Signal | None = None) -> Batch:
-        return generate(self.cfg, batch, stream_rng(seed, step), signal)
-
-    def eval_set(self, n: int) -> Batch:
-        return heldout(self.cfg, n)
-
-    def oracle(self, batch: Batch) -> list[str]:
-        return oracle_check(batch.tokens, batch.targets, self.cfg)
-
-    def floors(self) -> dict[str, float]:
-        return floors(self.cfg)
 
     def summary(self) -> str:
         c = self.cfg

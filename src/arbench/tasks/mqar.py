@@ -25,6 +25,7 @@ the fly, rendered as bars with contrasts.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -34,9 +35,9 @@ from arbench.tasks.base import (
     IGNORE,
     Batch,
     ConfigTask,
-    Signal,
     register_task,
     settings_of,
+    stream_rng,
 )
 
 ANSWERS = ("key", "mask")
@@ -121,15 +122,6 @@ def generate(cfg: MQARConfig, n: int, rng: np.random.Generator) -> Batch:
         tokens[rows, answer_pos] = cfg.mask_id
     targets[rows, answer_pos] = np.take_along_axis(values, order, axis=1)
     return Batch(tokens=tokens, targets=targets)
-
-
-def stream_rng(seed: int, step: int, purpose: int = 0) -> np.random.Generator:
-    """Generator for one training batch: a pure function of (purpose, seed, step).
-
-    Training draws purpose 0; held-out evaluation sets draw purpose 1, so the two
-    seed ranges never overlap.
-    """
-    return np.random.default_rng(np.random.SeedSequence([purpose, seed, step]))
 
 
 def heldout(cfg: MQARConfig, n: int, seed: int = 0) -> Batch:
@@ -315,18 +307,7 @@ class MQARTask(ConfigTask):
     data = "stream"
     layout = "bars"
     config_class = MQARConfig
-
-    def train_batch(self, seed: int, step: int, batch: int, signal: Signal | None = None) -> Batch:
-        return generate(self.cfg, batch, stream_rng(seed, step))
-
-    def eval_set(self, n: int) -> Batch:
-        return heldout(self.cfg, n)
-
-    def oracle(self, batch: Batch) -> list[str]:
-        return oracle_check(batch.tokens, batch.targets, self.cfg)
-
-    def floors(self) -> dict[str, float]:
-        return floors(self.cfg)
+    functions = sys.modules[__name__]
 
     def summary(self) -> str:
         c = self.cfg

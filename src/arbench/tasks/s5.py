@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -27,11 +28,10 @@ from arbench.tasks.base import (
     IGNORE,
     Batch,
     ConfigTask,
-    Signal,
     register_task,
     settings_of,
+    stream_rng,
 )
-from arbench.tasks.mqar import stream_rng
 
 DEGREE = 5  # S5 acts on {0, .., 4}
 ORDER = math.factorial(DEGREE)  # 120 elements, the vocabulary
@@ -188,18 +188,7 @@ class S5Task(ConfigTask):
     signals = frozenset()
 
     config_class = S5Config
-
-    def train_batch(self, seed: int, step: int, batch: int, signal: Signal | None = None) -> Batch:
-        return generate(self.cfg, batch, stream_rng(seed, step))
-
-    def eval_set(self, n: int) -> Batch:
-        return heldout(self.cfg, n)
-
-    def oracle(self, batch: Batch) -> list[str]:
-        return oracle_check(batch.tokens, batch.targets, self.cfg)
-
-    def floors(self) -> dict[str, float]:
-        return floors(self.cfg)
+    functions = sys.modules[__name__]
 
     def summary(self) -> str:
         return f"S5 running products, depth {self.cfg.depth} ({ORDER} classes)"

@@ -24,13 +24,13 @@ report row carries.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
-from arbench.tasks.base import IGNORE, Batch, ConfigTask, Signal, register_task, settings_of
-from arbench.tasks.mqar import stream_rng
+from arbench.tasks.base import IGNORE, Batch, ConfigTask, register_task, settings_of, stream_rng
 
 FILLER = 0
 
@@ -239,18 +239,7 @@ class ZoologyMQARTask(ConfigTask):
     data = "stream"
     layout = "bars"
     config_class = ZoologyConfig
-
-    def train_batch(self, seed: int, step: int, batch: int, signal: Signal | None = None) -> Batch:
-        return generate(self.cfg, batch, stream_rng(seed, step))
-
-    def eval_set(self, n: int) -> Batch:
-        return heldout(self.cfg, n)
-
-    def oracle(self, batch: Batch) -> list[str]:
-        return oracle_check(batch.tokens, batch.targets, self.cfg)
-
-    def floors(self) -> dict[str, float]:
-        return floors(self.cfg)
+    functions = sys.modules[__name__]
 
     def summary(self) -> str:
         c = self.cfg
