@@ -1,0 +1,197 @@
+"""The key-value benchmark's transformer and its nine attention variants.
+
+Backbone (the benchmark's published spec): decoder-only, ``x += Attn(LN(x))`` then
+``x += FFN(LN(x))`` per block, LayerNorm learnable without bias, no biases anywhere, a SwiGLU
+FFN, grouped-query attention, PyTorch's default initialisation. The variants differ only in
+their attention layers, per layer:
+
+* positions: RoPE on a fraction of each head's dimensions (1.0, 0.5) or none (NoPE);
+* window: each query sees the ``window`` most recent tokens, or the whole prefix;
+* scores: softmax(scores) or softmax(scores^2);
+* mixer: softmax attention, or Kimi Delta Attention (`arbench.cells.kda`) as the local memory.
+
+Hybrids alternate a local layer (even index) with a global NoPE layer (odd index). Attention
+runs through `arbench.kernels.tiled_attention`: plain below ``tile`` tokens, tiled above, so
+evaluation at lengths far beyond training keeps memory linear in the length. RoPE angles are
+computed in float64, so positions in the millions keep their precision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from arbench.kernels.tiled_attention import attention_plain, attention_tiled
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    """One mixing layer: ``kind`` "attention" or "kda"; for attention its RoPE fraction,
+    window (None: global) and whether scores are squared."""
+
+    kind: str = "attention"
+    rope_fraction: float = 1.0
+    window: int | None = None
+    square: bool = False
+
+
+def _uniform(rope: float, square: bool) -> list[LayerSpec]:
+    return [LayerSpec(rope_fraction=rope, square=square)]
+
+
+def _hybrid(window: int | None, square: bool, local: str = "attention") -> list[LayerSpec]:
+    first = LayerSpec(kind=local, rope_fraction=1.0, window=window, square=square)
+    return [first, LayerSpec(rope_fraction=0.0, square=square)]
+
+
+WINDOW = 10
+# name -> the repeating pattern of layer specs (layer i uses pattern[i % len(pattern)])
+VARIANTS: dict[str, list[LayerSpec]] = {
+    "rope": _uniform(1.0, False),
+    "rope_square": _uniform(1.0, True),
+    "partial_rope": _uniform(0.5, False),
+    "partial_rope_square": _uniform(0.5, True),
+    "hybrid": _hybrid(WINDOW, False),
+    "hybrid_square": _hybrid(WINDOW, True),
+    "hybrid_nowindow": _hybrid(None, False),
+    "hybrid_square_nowindow": _hybrid(None, True),
+    "hybrid_square_kda": _hybrid(None, True, local="kda"),
+}
+
+
+@dataclass(frozen=True)
+class KVModelConfig:
+    """Shape of the benchmark's model (defaults: the 9-variant runs, about 2.1M parameters)."""
+
+    variant: str = "hybrid_square"
+    vocab_size: int = 12
+    d_model: int = 128
+    layers: int = 8
+    heads: int = 4
+    kv_heads: int = 4
+    head_dim: int = 32
+    ffn_hidden: int = 512
+    dropout: float = 0.0
+    rope_base: float = 10000.0
+
+    def specs(self) -> list[LayerSpec]:
+        if self.variant not in VARIANTS:
+            raise ValueError(f"model.variant: unknown {self.variant!r}; known: {sorted(VARIANTS)}")
+        pattern = VARIANTS[self.variant]
+        return [pattern[i % len(pattern)] for i in range(self.layers)]
+
+
+def rope(x: torch.Tensor, offset: int, fraction: float, base: float) -> torch.Tensor:
+    """Rotate the first ``fraction`` of each head's dims of (B, H, T, D) by their positions
+    offset .. offset + T - 1 (pairs (i, i + r/2) of the r rotated dims); angles in float64."""
+    rot = int(round(x.shape[-1] * fraction)) // 2 * 2
+    if rot == 0:
+        return x
+    half = rot // 2
+    inv = base ** (-torch.arange(half, dtype=torch.float64, device=x.device) * 2.0 / rot)
+    pos = torch.arange(offset, offset + x.shape[-2], dtype=torch.float64, device=x.device)
+    ang = pos[:, None] * inv
+    cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
+    x1, x2, rest = x[..., :half], x[..., half:rot], x[..., rot:]
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos, rest], dim=-1)
+
+
+class Attention(nn.Module):
+    """Grouped-query causal attention with this layer's positions, window and scores."""
+
+    def __init__(self, cfg: KVModelConfig, spec: LayerSpec) -> None:
+        super().__init__()
+        if cfg.heads % cfg.kv_heads:
+            raise ValueError(f"model.heads={cfg.heads} is not a multiple of kv_heads")
+        self.cfg, self.spec = cfg, spec
+        self.q = nn.Linear(cfg.d_model, cfg.heads * cfg.head_dim, bias=False)
+        self.k = nn.Linear(cfg.d_model, cfg.kv_heads * cfg.head_dim, bias=False)
+        self.v = nn.Linear(cfg.d_model, cfg.kv_heads * cfg.head_dim, bias=False)
+        self.o = nn.Linear(cfg.heads * cfg.head_dim, cfg.d_model, bias=False)
+
+    def forward(self, x: torch.Tensor, tile: int) -> torch.Tensor:
+        B, T, _ = x.shape
+        c, s = self.cfg, self.spec
+        q = self.q(x).view(B, T, c.heads, c.head_dim).transpose(1, 2)
+        k = self.k(x).view(B, T, c.kv_heads, c.head_dim).transpose(1, 2)
+        v = self.v(x).view(B, T, c.kv_heads, c.head_dim).transpose(1, 2)
+        q = rope(q, 0, s.rope_fraction, c.rope_base)
+        k = rope(k, 0, s.rope_fraction, c.rope_base)
+        if T <= tile:
+            y = attention_plain(q, k, v, window=s.window, square=s.square)
+        else:
+            y = attention_tiled(q, k, v, window=s.window, square=s.square, tile=tile)
+        return self.o(y.transpose(1, 2).reshape(B, T, c.heads * c.head_dim))
+
+
+class KDALayer(nn.Module):
+    """Kimi Delta Attention from the cell zoo as a local memory (heads x head_dim)."""
+
+    def __init__(self, cfg: KVModelConfig) -> None:
+        super().__init__()
+        from arbench.cells import build_cell
+
+        self.cell = build_cell(
+            "kda", cfg.d_model, heads=cfg.heads, d_k=cfg.head_dim, d_v=cfg.head_dim
+        )
+
+    def forward(self, x: torch.Tensor, tile: int) -> torch.Tensor:
+        y, _ = self.cell(x, None, form="chunked")
+        return y
+
+
+class SwiGLU(nn.Module):
+    def __init__(self, d_model: int, hidden: int) -> None:
+        super().__init__()
+        self.gate = nn.Linear(d_model, hidden, bias=False)
+        self.up = nn.Linear(d_model, hidden, bias=False)
+        self.down = nn.Linear(hidden, d_model, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(F.silu(self.gate(x)) * self.up(x))
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: KVModelConfig, spec: LayerSpec) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(cfg.d_model, bias=False)
+        self.mix = KDALayer(cfg) if spec.kind == "kda" else Attention(cfg, spec)
+        self.norm2 = nn.LayerNorm(cfg.d_model, bias=False)
+        self.ffn = SwiGLU(cfg.d_model, cfg.ffn_hidden)
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: torch.Tensor, tile: int) -> torch.Tensor:
+        x = x + self.drop(self.mix(self.norm1(x), tile))
+        return x + self.drop(self.ffn(self.norm2(x)))
+
+
+class KVTransformer(nn.Module):
+    """Token ids (B, T) -> final hidden states; `logits` reads out selected positions."""
+
+    def __init__(self, cfg: KVModelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.blocks = nn.ModuleList(Block(cfg, s) for s in cfg.specs())
+        self.norm = nn.LayerNorm(cfg.d_model, bias=False)
+        self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+
+    def hidden(self, tokens: torch.Tensor, tile: int = 4096) -> torch.Tensor:
+        """Final normalised hidden states; attention over more than ``tile`` tokens runs
+        tiled (memory linear in T)."""
+        x = self.embed(tokens)
+        for block in self.blocks:
+            x = block(x, tile)
+        return self.norm(x)
+
+    def logits(self, h: torch.Tensor) -> torch.Tensor:
+        return self.head(h)
+
+    def forward(self, tokens: torch.Tensor, tile: int = 4096) -> torch.Tensor:
+        return self.logits(self.hidden(tokens, tile))
+
+    def n_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())

@@ -1,0 +1,218 @@
+"""The key-value retrieval benchmark (context-length generalization): data and oracle.
+
+A sequence is a shuffled list of entries ``StartKey k_1..k_kd StartValue v_1..v_vd`` over a
+12-token vocabulary (digits 0-9, StartKey = 10, StartValue = 11). It holds ``n`` distinct
+keys, each written twice with the same value, and the entries are shuffled. The first
+occurrence of a key is unpredictable; the model is scored on the value digits of the second
+occurrence only, a pure in-context lookup. Targets follow the project convention
+(`arbench.tasks.base`): ``targets[t]`` is the token the model must emit at position ``t``,
+so the three value digits of a second occurrence are the targets at the StartValue token and
+at the first two value digits.
+
+Long-context mode draws 7-digit keys in *mutant clusters*: a base key and single-digit
+mutants of it, at least ``mutant_j`` near-duplicates per cluster, so that matching a key
+takes every digit; ``mutant_mix`` of the sequences are drawn this way and the rest plainly.
+
+Everything here is a pure function of the generator passed in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from arbench.tasks.base import IGNORE, Batch
+
+DIGITS = 10
+START_KEY = 10
+START_VALUE = 11
+VOCAB = 12
+
+
+@dataclass(frozen=True)
+class KVConfig:
+    """One kvbench setting: keys per sequence, digits per key and value, and the mutant
+    clusters of long-context mode (``mutant_j`` 0: none)."""
+
+    n: int = 8
+    key_digits: int = 3
+    value_digits: int = 3
+    mutant_j: int = 0
+    mutant_mix: float = 0.0
+
+    @property
+    def entry_len(self) -> int:
+        return 2 + self.key_digits + self.value_digits
+
+    @property
+    def length(self) -> int:
+        """Tokens per sequence: 2n entries."""
+        return 2 * self.n * self.entry_len
+
+    def validate(self) -> None:
+        """Raise ValueError naming the key when the setting cannot be drawn."""
+        if self.n < 1:
+            raise ValueError(f"task.n must be >= 1, got {self.n}")
+        if self.key_digits < 1 or self.value_digits < 1:
+            raise ValueError("task.key_digits and task.value_digits must be >= 1")
+        if self.n > DIGITS**self.key_digits:
+            raise ValueError(
+                f"task.n={self.n} exceeds the {DIGITS**self.key_digits} distinct "
+                f"{self.key_digits}-digit keys"
+            )
+        if not 0.0 <= self.mutant_mix <= 1.0:
+            raise ValueError(f"task.mutant_mix must be in [0, 1], got {self.mutant_mix}")
+        if self.mutant_j < 0 or self.mutant_j > 1 + self.key_digits * (DIGITS - 1):
+            raise ValueError(
+                f"task.mutant_j={self.mutant_j}: a {self.key_digits}-digit key has "
+                f"{self.key_digits * (DIGITS - 1)} single-digit mutants"
+            )
+
+
+def _digits(values: np.ndarray, width: int) -> np.ndarray:
+    """Integers -> their ``width`` decimal digits, most significant first (..., width)."""
+    powers = DIGITS ** np.arange(width - 1, -1, -1)
+    return (values[..., None] // powers) % DIGITS
+
+
+def _plain_keys(rng: np.random.Generator, n: int, width: int) -> np.ndarray:
+    """``n`` distinct keys as integers below 10^width."""
+    space = DIGITS**width
+    if n * 4 < space:  # rejection is cheap while keys are sparse
+        keys = np.unique(rng.integers(0, space, size=2 * n))
+        while len(keys) < n:
+            keys = np.unique(np.concatenate([keys, rng.integers(0, space, size=n)]))
+        return rng.permutation(keys)[:n]
+    return rng.permutation(space)[:n]
+
+
+def _mutant_keys(rng: np.random.Generator, n: int, width: int, j: int) -> np.ndarray:
+    """``n`` distinct keys in clusters: a base and at least ``j - 1`` single-digit mutants of
+    it (clusters of ``j`` keys, the last one topped up to ``j`` from another base when n is
+    not a multiple; fewer only when n < j)."""
+    size = max(1, j)
+    keys: list[int] = []
+    seen: set[int] = set()
+    place = DIGITS ** np.arange(width - 1, -1, -1)
+    while len(keys) < n:
+        base = int(rng.integers(0, DIGITS**width))
+        if base in seen:
+            continue
+        cluster = [base]
+        digits = _digits(np.array(base), width)
+        # single-digit mutants: position p gets another digit
+        options = [(p, d) for p in range(width) for d in range(DIGITS) if d != digits[p]]
+        for i in rng.permutation(len(options))[: size - 1]:
+            p, d = options[i]
+            cluster.append(int(base + (d - digits[p]) * place[p]))
+        for k in cluster:
+            if k not in seen and len(keys) < n:
+                seen.add(k)
+                keys.append(k)
+    return np.array(keys)
+
+
+def generate(cfg: KVConfig, count: int, rng: np.random.Generator) -> Batch:
+    """Draw ``count`` sequences (int64 tokens and targets, shape (count, cfg.length))."""
+    n, kd, vd, e = cfg.n, cfg.key_digits, cfg.value_digits, cfg.entry_len
+    tokens = np.empty((count, 2 * n, e), dtype=np.int64)
+    targets = np.full((count, 2 * n, e), IGNORE, dtype=np.int64)
+    for row in range(count):
+        mutant = cfg.mutant_j > 0 and rng.random() < cfg.mutant_mix
+        keys = _mutant_keys(rng, n, kd, cfg.mutant_j) if mutant else _plain_keys(rng, n, kd)
+        values = rng.integers(0, DIGITS**vd, size=n)
+        order = rng.permutation(2 * n) % n  # entry slot -> key index; each key twice
+        entries = tokens[row]
+        entries[:, 0] = START_KEY
+        entries[:, 1 : 1 + kd] = _digits(keys[order], kd)
+        entries[:, 1 + kd] = START_VALUE
+        entries[:, 2 + kd :] = _digits(values[order], vd)
+        second = np.zeros(2 * n, dtype=bool)
+        seen = np.zeros(n, dtype=bool)
+        for slot, k in enumerate(order):
+            second[slot] = seen[k]
+            seen[k] = True
+        # the value digits of a second occurrence, each predicted one position earlier
+        targets[row, second, 1 + kd : 1 + kd + vd] = entries[second, 2 + kd :]
+    return Batch(tokens=tokens.reshape(count, -1), targets=targets.reshape(count, -1))
+
+
+def second_occurrence_mask(targets: np.ndarray, cfg: KVConfig) -> np.ndarray:
+    """(count, 2n) booleans: which entries are second occurrences (they carry targets)."""
+    per_entry = targets.reshape(targets.shape[0], -1, cfg.entry_len)
+    return (per_entry != IGNORE).any(axis=2)
+
+
+def exact_match(pred: np.ndarray, targets: np.ndarray, cfg: KVConfig) -> np.ndarray:
+    """Per second occurrence, whether every value digit was predicted: a flat boolean array
+    over all second occurrences of the batch (``pred`` shaped like ``targets``)."""
+    e = cfg.entry_len
+    t = targets.reshape(targets.shape[0], -1, e)
+    p = pred.reshape(pred.shape[0], -1, e)
+    scored = t != IGNORE
+    rows = scored.any(axis=2)
+    hit = ((p == t) | ~scored).all(axis=2)
+    return hit[rows]
+
+
+# --------------------------------------------------------------------------- oracle
+
+
+def oracle_check(tokens: np.ndarray, targets: np.ndarray, cfg: KVConfig) -> list[str]:
+    """Re-derive every target from the tokens alone; return a list of problems.
+
+    Independent of `generate`: it parses each sequence entry by entry, checks the layout,
+    that every key occurs exactly twice with one value, and that exactly the second
+    occurrence's value digits are labelled, each at the position before it.
+    """
+    problems: list[str] = []
+    e, kd = cfg.entry_len, cfg.key_digits
+    if tokens.shape != targets.shape or tokens.shape[1:] != (cfg.length,):
+        return [f"shape {tokens.shape} / {targets.shape}, expected (count, {cfg.length})"]
+    for r in range(tokens.shape[0]):
+        seq, tgt = tokens[r].tolist(), targets[r].tolist()
+        expected = [IGNORE] * len(seq)
+        seen: dict[tuple[int, ...], tuple[int, ...]] = {}
+        count: dict[tuple[int, ...], int] = {}
+        for i in range(0, len(seq), e):
+            ent = seq[i : i + e]
+            if ent[0] != START_KEY or ent[1 + kd] != START_VALUE:
+                problems.append(f"row {r}: entry at {i} is not StartKey ... StartValue ...")
+                break
+            key, value = tuple(ent[1 : 1 + kd]), tuple(ent[2 + kd :])
+            if any(not 0 <= d < DIGITS for d in key + value):
+                problems.append(f"row {r}: entry at {i} has a non-digit")
+                break
+            count[key] = count.get(key, 0) + 1
+            if key in seen:
+                if seen[key] != value:
+                    problems.append(f"row {r}: key {key} has two values")
+                for j, d in enumerate(value):  # value digit j is emitted one position earlier
+                    expected[i + kd + 1 + j] = d
+            seen[key] = value
+        if len(count) != cfg.n or any(c != 2 for c in count.values()):
+            problems.append(f"row {r}: {len(count)} keys, counts {sorted(set(count.values()))}")
+        if expected != tgt:
+            bad = [t for t in range(len(seq)) if expected[t] != tgt[t]]
+            problems.append(f"row {r}: targets disagree with the oracle at {bad[:5]}")
+    return problems
+
+
+def mutant_clusters(tokens: np.ndarray, cfg: KVConfig) -> list[int]:
+    """Per sequence, the size of the largest set of its keys within one digit of one key
+    (the near-duplicates a lookup must tell apart)."""
+    e, kd = cfg.entry_len, cfg.key_digits
+    out = []
+    for seq in tokens:
+        keys = {tuple(seq[i + 1 : i + 1 + kd]) for i in range(0, len(seq), e)}
+        arr = np.array(sorted(keys))
+        near = (arr[:, None, :] != arr[None, :, :]).sum(axis=2) <= 1
+        out.append(int(near.sum(axis=1).max()))
+    return out
+
+
+def settings_summary(cfg: KVConfig) -> dict[str, Any]:
+    """What a report row says about the setting."""
+    return {"n": cfg.n, "tokens": cfg.length, "key_digits": cfg.key_digits}

@@ -1,0 +1,81 @@
+"""Tiled attention against the plain reference: outputs and gradients, with and without a
+window, squared scores, grouped kv heads, query offsets and tiles that do not divide T."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from arbench.kernels.tiled_attention import attention_plain, attention_tiled
+
+
+def _qkv(T: int, S: int | None = None, hq: int = 4, hkv: int = 4, d: int = 8, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    S = T if S is None else S
+    mk = lambda h, n: torch.randn(2, h, n, d, generator=g, dtype=torch.float64)  # noqa: E731
+    return mk(hq, T), mk(hkv, S), mk(hkv, S)
+
+
+@pytest.mark.parametrize("T, tile", [(1, 4), (37, 8), (64, 64), (100, 33), (50, 1024)])
+@pytest.mark.parametrize("window", [None, 1, 10])
+@pytest.mark.parametrize("square", [False, True])
+def test_tiled_equals_plain(T: int, tile: int, window: int | None, square: bool) -> None:
+    q, k, v = _qkv(T)
+    ref = attention_plain(q, k, v, window=window, square=square)
+    got = attention_tiled(q, k, v, window=window, square=square, tile=tile)
+    assert torch.allclose(got, ref, atol=1e-12, rtol=0)
+
+
+def test_gradients_agree() -> None:
+    grads = []
+    for fn in (attention_plain, lambda *a, **kw: attention_tiled(*a, tile=16, **kw)):
+        q, k, v = (x.requires_grad_() for x in _qkv(45))
+        out = fn(q, k, v, window=10, square=True)
+        (out * torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)).sum().backward()
+        grads.append((q.grad, k.grad, v.grad))
+    for a, b in zip(*grads, strict=True):
+        assert torch.allclose(a, b, atol=1e-10)
+
+
+def test_grouped_kv_heads_and_offset() -> None:
+    q, k, v = _qkv(20, S=50, hq=4, hkv=2)
+    ref = attention_plain(q, k, v, offset=30)
+    got = attention_tiled(q, k, v, offset=30, tile=7)
+    assert torch.allclose(got, ref, atol=1e-12)
+    # the offset matters: placed at 0, the same queries would see only the first 20 keys
+    assert not torch.allclose(ref, attention_plain(q, k[:, :, :20], v[:, :, :20]))
+
+
+def test_window_sees_exactly_the_recent_keys() -> None:
+    """A query's output depends on the W most recent values and on no earlier one."""
+    q, k, v = _qkv(30)
+    base = attention_tiled(q, k, v, window=5, tile=8)
+    v2 = v.clone()
+    v2[:, :, 10] += 100.0  # position 10 is seen by queries 10..14 only
+    moved = (attention_tiled(q, k, v2, window=5, tile=8) - base).abs().amax(dim=(0, 1, 3))
+    assert (moved[10:15] > 1e-6).all() and (moved[:10] == 0).all() and (moved[15:] == 0).all()
+
+
+def test_causal_no_future_leak() -> None:
+    q, k, v = _qkv(24)
+    base = attention_tiled(q, k, v, tile=5)
+    v2 = v.clone()
+    v2[:, :, 20:] = 0
+    assert torch.equal(attention_tiled(q, k, v2, tile=5)[:, :, :20], base[:, :, :20])
+
+
+def test_squared_scores_differ_from_plain_scores() -> None:
+    """The square option is live: it changes the output (so the tests above can fail)."""
+    q, k, v = _qkv(16)
+    assert not torch.allclose(attention_tiled(q, k, v, square=True), attention_tiled(q, k, v))
+
+
+def test_bad_inputs_fail_early() -> None:
+    q, k, v = _qkv(8, hq=3, hkv=2)
+    with pytest.raises(ValueError, match="not a multiple"):
+        attention_tiled(q, k, v)
+    q, k, v = _qkv(8)
+    with pytest.raises(ValueError, match="cannot cover"):
+        attention_tiled(q, k, v, offset=4)
+    with pytest.raises(ValueError, match="tile"):
+        attention_tiled(q, k, v, tile=0)
