@@ -23,3 +23,27 @@ rule interference:
         scale=SCALE,
     script:
         "../scripts/interference.py"
+
+
+# The key-value benchmark's argument for squared scores: the variance of an attention output
+# against context length for raw, squared and cubed scores (the config's `score_variance`).
+rule score_variance:
+    output:
+        pdf=f"{R}/figures/score_variance.pdf",
+        png=f"{R}/figures/score_variance.png",
+        json=f"{R}/stats/score_variance.json",
+    log:
+        f"{R}/logs/analysis/score_variance.log",
+    benchmark:
+        f"{R}/benchmarks/analysis/score_variance.tsv"
+    conda:
+        "../envs/report.yaml"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    params:
+        settings=CFG["score_variance"],
+        scale=SCALE,
+    script:
+        "../scripts/score_variance.py"

@@ -313,10 +313,11 @@ class Plan:
 
     def targets(self) -> list[str]:
         """Everything `rule all` builds: every experiment's table and figure, the cell table,
-        the benchmark and the interference study."""
+        the benchmark, the interference study and the score-variance study."""
         out = [f"{self.root}/tables/{name}.tex" for name in ("cells", "floors")]
         out += [f"{self.root}/bench/cells.{ext}" for ext in ("json", "png")]
         out += [f"{self.root}/figures/interference.{ext}" for ext in ("pdf", "png", "html")]
+        out += [f"{self.root}/figures/score_variance.{ext}" for ext in ("pdf", "png")]
         for name in self.experiments:
             out += [f"{self.root}/tables/{name}.tex"]
             out += [f"{self.root}/figures/{name}.{ext}" for ext in ("pdf", "png")]
