@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from arbench.io import atomic_write_json, read_json
-from arbench.models import ModelConfig
+from arbench.models import families
 from arbench.runtime import Log
 from arbench.tasks import build_task, task_class
 from arbench.tasks.base import Batch, Release, Signal, Task, load_eval_set, save_eval_set
@@ -61,7 +61,7 @@ def train_run(
     (experiment, arm, scale). Returns the record.
     """
     adapter = build_task(task, data_dir)
-    model_cfg = ModelConfig(vocab_size=adapter.vocab_size, **model)
+    model_cfg = families.model_config(model, adapter.vocab_size)
     payload = train(
         adapter,
         model_cfg,
@@ -99,7 +99,7 @@ def evaluate_run(
     _check_task(final_path, final, task)
     model = load_trained(
         run_dir,
-        ModelConfig(**final["model"]),
+        families.config_from_record(final["model"]),
         settings=record_settings(final),
         expected_from=f"its record {final_path}",
     )

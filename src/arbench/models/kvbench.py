@@ -67,6 +67,7 @@ class KVModelConfig:
     """Shape of the benchmark's model (defaults: the 9-variant runs, about 2.1M parameters)."""
 
     variant: str = "hybrid_square"
+    family: str = "kvbench"
     vocab_size: int = 12
     d_model: int = 128
     layers: int = 8
@@ -179,19 +180,26 @@ class KVTransformer(nn.Module):
         self.norm = nn.LayerNorm(cfg.d_model, bias=False)
         self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
 
-    def hidden(self, tokens: torch.Tensor, tile: int = 4096) -> torch.Tensor:
-        """Final normalised hidden states; attention over more than ``tile`` tokens runs
-        tiled (memory linear in T)."""
+    def hidden(
+        self, tokens: torch.Tensor, state: None = None, form: str = "chunked", tile: int = 4096
+    ) -> tuple[torch.Tensor, None]:
+        """Final normalised hidden states and no carried state (the `LanguageModel` call, so
+        the training loop and evaluation take either); attention over more than ``tile``
+        tokens runs tiled (memory linear in T)."""
         x = self.embed(tokens)
         for block in self.blocks:
             x = block(x, tile)
-        return self.norm(x)
+        return self.norm(x), None
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         return self.head(h)
 
     def forward(self, tokens: torch.Tensor, tile: int = 4096) -> torch.Tensor:
-        return self.logits(self.hidden(tokens, tile))
+        return self.logits(self.hidden(tokens, tile=tile)[0])
 
     def n_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+    def state_size_per_layer(self) -> int:
+        """No fixed recurrent state: global attention's KV cache grows with the length."""
+        return 0

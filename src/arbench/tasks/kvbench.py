@@ -18,12 +18,14 @@ Everything here is a pure function of the generator passed in.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import sys
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+import torch
 
-from arbench.tasks.base import IGNORE, Batch
+from arbench.tasks.base import IGNORE, Batch, ConfigTask, register_task, settings_of, stream_rng
 
 DIGITS = 10
 START_KEY = 10
@@ -50,6 +52,19 @@ class KVConfig:
     def length(self) -> int:
         """Tokens per sequence: 2n entries."""
         return 2 * self.n * self.entry_len
+
+    @property
+    def vocab_size(self) -> int:
+        return VOCAB
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> KVConfig:
+        cfg = settings_of(cls, d)
+        cfg.validate()
+        return cfg
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": KVBenchTask.name, **asdict(self)}
 
     def validate(self) -> None:
         """Raise ValueError naming the key when the setting cannot be drawn."""
@@ -139,6 +154,17 @@ def generate(cfg: KVConfig, count: int, rng: np.random.Generator) -> Batch:
     return Batch(tokens=tokens.reshape(count, -1), targets=targets.reshape(count, -1))
 
 
+def heldout(cfg: KVConfig, n: int, seed: int = 0) -> Batch:
+    """The held-out set, from the evaluation seed range (never a training batch's)."""
+    return generate(cfg, n, stream_rng(seed, 0, purpose=1))
+
+
+def floors(cfg: KVConfig) -> dict[str, float]:
+    """Chance of an exact match by guessing every value digit: 10^-value_digits; with the
+    key unread, naming one of the sequence's n values at random: 1/n."""
+    return {"value_marginal": float(DIGITS**-cfg.value_digits), "best_no_binding": 1.0 / cfg.n}
+
+
 def second_occurrence_mask(targets: np.ndarray, cfg: KVConfig) -> np.ndarray:
     """(count, 2n) booleans: which entries are second occurrences (they carry targets)."""
     per_entry = targets.reshape(targets.shape[0], -1, cfg.entry_len)
@@ -216,3 +242,45 @@ def mutant_clusters(tokens: np.ndarray, cfg: KVConfig) -> list[int]:
 def settings_summary(cfg: KVConfig) -> dict[str, Any]:
     """What a report row says about the setting."""
     return {"n": cfg.n, "tokens": cfg.length, "key_digits": cfg.key_digits}
+
+
+# --------------------------------------------------------------------------- adapter
+
+
+@register_task
+class KVBenchTask(ConfigTask):
+    """The key-value benchmark as a stream task: batches a pure function of (seed, step); the
+    headline is exact match (all value digits) on second occurrences of the held-out set."""
+
+    name = "kvbench"
+    data = "stream"
+    layout = "bars"
+    config_class = KVConfig
+    functions = sys.modules[__name__]
+
+    def summary(self) -> str:
+        c = self.cfg
+        mutants = f", mutant clusters j={c.mutant_j} in {c.mutant_mix:g}" if c.mutant_j else ""
+        return f"key-value lookup, n={c.n} keys ({c.length} tokens){mutants}"
+
+    @torch.no_grad()
+    def evaluate(self, model: Any, examples: int | None = None) -> dict[str, Any]:
+        """Exact match over the held-out set's second occurrences, and the per-digit rate."""
+        held = self.held_out()
+        model.eval()
+        pred = np.full_like(held.targets, IGNORE)
+        for i in range(0, len(held), 64):
+            tok = torch.from_numpy(held.tokens[i : i + 64])
+            tgt = torch.from_numpy(held.targets[i : i + 64])
+            h, _ = model.hidden(tok)
+            sel = tgt != IGNORE
+            out = torch.full_like(tgt, IGNORE)
+            out[sel] = model.logits(h[sel]).argmax(-1)
+            pred[i : i + 64] = out.numpy()
+        hits = exact_match(pred, held.targets, self.cfg)
+        scored = held.targets != IGNORE
+        return {
+            "accuracy": float(hits.mean()),
+            "second_occurrences": int(hits.size),
+            "digit_accuracy": float((pred == held.targets)[scored].mean()),
+        }

@@ -36,7 +36,7 @@ import torch.nn.functional as F
 
 import arbench
 from arbench.io import atomic_write_bytes
-from arbench.models import LanguageModel, ModelConfig, build_model
+from arbench.models import LanguageModel, ModelConfig, families
 from arbench.tasks.base import IGNORE, Signal, Task
 from arbench.train.curriculum import Curriculum, CurriculumConfig
 from arbench.train.schedule import lr_at
@@ -292,7 +292,7 @@ def _train(
     fp = fingerprint(settings)
     ckpt_path, metrics_path = run_dir / "checkpoint.pt", run_dir / "metrics.jsonl"
     device = resolve_device(cfg.device)
-    model = build_model(model_cfg, seed).to(device)
+    model = families.build(model_cfg, seed).to(device)
     opt = _optimizer(model, cfg)
     start, lines = 0, []
     ck = (
@@ -421,7 +421,7 @@ def load_trained(
             f"{path} was trained with other settings than {expected_from} "
             f"(model file vs expected: {differences(blob['settings'], settings)})"
         )
-    model = LanguageModel(model_cfg)
+    model = families.instantiate(model_cfg)
     model.load_state_dict(blob["weights"])
     model.eval()
     return model
