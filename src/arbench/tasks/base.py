@@ -209,7 +209,7 @@ def stream_rng(seed: int, step: int, purpose: int = 0) -> np.random.Generator:
 
 
 class ConfigTask(Task):
-    """A stream task whose settings are one dataclass (`config_class`, with ``from_dict``
+    """A stream task whose settings are one dataclass (`config_class`, with ``validate()``
     and ``vocab_size``) and whose module gives the four functions every such task has:
     ``generate(cfg, n, rng[, signal])``, ``heldout(cfg, n)``, ``oracle_check(tokens,
     targets, cfg)`` and ``floors(cfg)``. Construction, vocabulary, batches, the held-out set,
@@ -226,7 +226,7 @@ class ConfigTask(Task):
 
     @classmethod
     def from_settings(cls, settings: dict[str, Any], data_dir: str | Path | None = None) -> Task:
-        return cls(cls.config_class.from_dict(settings), data_dir)
+        return cls(config_of(cls.config_class, settings), data_dir)
 
     @property
     def vocab_size(self) -> int:
@@ -261,6 +261,14 @@ def settings_of(cls: type, block: dict[str, Any], where: str = "task") -> Any:
     if unknown:
         raise ValueError(f"{where}: unknown key {unknown[0]!r}; known: {sorted(known)}")
     return cls(**given)
+
+
+def config_of(cls: type, block: dict[str, Any]) -> Any:
+    """`settings_of` followed by the dataclass's own ``validate()``: the settings of a
+    `ConfigTask`, with the semantic checks a schema cannot express."""
+    cfg = settings_of(cls, block)
+    cfg.validate()
+    return cfg
 
 
 # The floors every experiment table and the floors table report, in this order; a task gives

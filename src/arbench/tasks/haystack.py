@@ -48,8 +48,8 @@ from arbench.tasks.base import (
     Batch,
     ConfigTask,
     Signal,
+    config_of,
     register_task,
-    settings_of,
     stream_rng,
 )
 from arbench.tasks.mqar import _expected_max_count, uniform_pair_hit
@@ -147,12 +147,6 @@ class HaystackConfig:
                 f"(2*pairs table + {self.slot_width}*pairs queries + {self.gap_unit} + shift "
                 f"{self.shift})"
             )
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> HaystackConfig:
-        cfg = settings_of(cls, d)
-        cfg.validate()
-        return cfg
 
     def to_dict(self, name: str = "haystack") -> dict[str, Any]:
         return {"name": name, **asdict(self)}
@@ -413,7 +407,7 @@ class HaystackTask(ConfigTask):
     ) -> HaystackTask:
         settings = {"distractors": cls.kinds[0], **settings}  # the task's own kind by default
         cls._check_kind(settings["distractors"])
-        return cls(HaystackConfig.from_dict(settings), data_dir)
+        return cls(config_of(HaystackConfig, settings), data_dir)
 
     def summary(self) -> str:
         c = self.cfg

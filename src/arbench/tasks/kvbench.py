@@ -19,13 +19,13 @@ Everything here is a pure function of the generator passed in.
 from __future__ import annotations
 
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-from arbench.tasks.base import IGNORE, Batch, ConfigTask, register_task, settings_of, stream_rng
+from arbench.tasks.base import IGNORE, Batch, ConfigTask, register_task, stream_rng
 
 DIGITS = 10
 START_KEY = 10
@@ -56,15 +56,6 @@ class KVConfig:
     @property
     def vocab_size(self) -> int:
         return VOCAB
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> KVConfig:
-        cfg = settings_of(cls, d)
-        cfg.validate()
-        return cfg
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": KVBenchTask.name, **asdict(self)}
 
     def validate(self) -> None:
         """Raise ValueError naming the key when the setting cannot be drawn."""

@@ -36,7 +36,6 @@ from arbench.tasks.base import (
     Batch,
     ConfigTask,
     register_task,
-    settings_of,
     stream_rng,
 )
 
@@ -88,12 +87,6 @@ class MQARConfig:
                 f"task.seq_len={self.seq_len} must leave an even query region of at least "
                 f"2*pairs={2 * self.pairs} tokens after the {2 * self.pairs} pair tokens"
             )
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> MQARConfig:
-        cfg = settings_of(cls, d)
-        cfg.validate()
-        return cfg
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": "mqar", **asdict(self)}

@@ -29,7 +29,6 @@ from arbench.tasks.base import (
     Batch,
     ConfigTask,
     register_task,
-    settings_of,
     stream_rng,
 )
 
@@ -72,12 +71,6 @@ class S5Config:
         """Semantic checks a schema cannot express; raise ValueError naming the key."""
         if not isinstance(self.depth, int) or isinstance(self.depth, bool) or self.depth < 1:
             raise ValueError(f"task.depth must be an integer >= 1, got {self.depth!r}")
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> S5Config:
-        cfg = settings_of(cls, d)
-        cfg.validate()
-        return cfg
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": "s5", **asdict(self)}

@@ -25,12 +25,12 @@ report row carries.
 from __future__ import annotations
 
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from arbench.tasks.base import IGNORE, Batch, ConfigTask, register_task, settings_of, stream_rng
+from arbench.tasks.base import IGNORE, Batch, ConfigTask, register_task, stream_rng
 
 FILLER = 0
 
@@ -97,15 +97,6 @@ class ZoologyConfig:
             )
         if not self.power_a > 0:
             raise ValueError(f"task.power_a must be > 0, got {self.power_a}")
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ZoologyConfig:
-        cfg = settings_of(cls, d)
-        cfg.validate()
-        return cfg
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": ZoologyMQARTask.name, **asdict(self)}
 
 
 def _without_replacement(
