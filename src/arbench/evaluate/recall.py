@@ -12,24 +12,32 @@ from arbench.tasks.base import IGNORE
 
 
 @torch.no_grad()
+def predict(
+    model: LanguageModel, tokens: np.ndarray, targets: np.ndarray, batch: int = 256
+) -> np.ndarray:
+    """The model's argmax token at every supervised position (-1 elsewhere), in batches,
+    reading out only the supervised positions."""
+    model.eval()
+    pred = np.full(np.shape(targets), -1, dtype=np.int64)
+    for i in range(0, len(tokens), batch):
+        tok = torch.from_numpy(np.asarray(tokens[i : i + batch], dtype=np.int64))
+        sel = torch.from_numpy(np.asarray(targets[i : i + batch]) != IGNORE)
+        h, _ = model.hidden(tok)
+        out = torch.full(sel.shape, -1, dtype=torch.int64)
+        out[sel] = model.logits(h[sel]).argmax(-1)
+        pred[i : i + batch] = out.numpy()
+    return pred
+
+
 def accuracy(
     model: LanguageModel, tokens: np.ndarray, targets: np.ndarray, batch: int = 256
 ) -> dict[str, Any]:
     """Fraction of supervised positions predicted exactly, plus per-sequence accuracies."""
-    model.eval()
-    correct = total = 0
-    per_seq: list[float] = []
-    for i in range(0, len(tokens), batch):
-        tok = torch.from_numpy(np.asarray(tokens[i : i + batch], dtype=np.int64))
-        tgt = torch.from_numpy(np.asarray(targets[i : i + batch], dtype=np.int64))
-        h, _ = model.hidden(tok)
-        sel = tgt != IGNORE
-        pred = torch.full_like(tgt, -1)
-        pred[sel] = model.logits(h[sel]).argmax(-1)
-        hit = (pred == tgt) & sel
-        correct += int(hit.sum())
-        total += int(sel.sum())
-        per_seq.extend((hit.sum(1).double() / sel.sum(1).clamp_min(1)).tolist())
+    targets = np.asarray(targets, dtype=np.int64)
+    sel = targets != IGNORE
+    hit = (predict(model, tokens, targets, batch) == targets) & sel
+    correct, total = int(hit.sum()), int(sel.sum())
+    per_seq = (hit.sum(1) / np.maximum(sel.sum(1), 1)).tolist()
     return {
         "accuracy": correct / max(1, total),
         "correct": correct,

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import torch
 
 from arbench.tasks.base import IGNORE, Batch, ConfigTask, register_task, stream_rng
 
@@ -254,20 +253,12 @@ class KVBenchTask(ConfigTask):
         mutants = f", mutant clusters j={c.mutant_j} in {c.mutant_mix:g}" if c.mutant_j else ""
         return f"key-value lookup, n={c.n} keys ({c.length} tokens){mutants}"
 
-    @torch.no_grad()
     def evaluate(self, model: Any, examples: int | None = None) -> dict[str, Any]:
         """Exact match over the held-out set's second occurrences, and the per-digit rate."""
+        from arbench.evaluate.recall import predict
+
         held = self.held_out()
-        model.eval()
-        pred = np.full_like(held.targets, IGNORE)
-        for i in range(0, len(held), 64):
-            tok = torch.from_numpy(held.tokens[i : i + 64])
-            tgt = torch.from_numpy(held.targets[i : i + 64])
-            h, _ = model.hidden(tok)
-            sel = tgt != IGNORE
-            out = torch.full_like(tgt, IGNORE)
-            out[sel] = model.logits(h[sel]).argmax(-1)
-            pred[i : i + 64] = out.numpy()
+        pred = predict(model, held.tokens, held.targets, batch=64)
         hits = exact_match(pred, held.targets, self.cfg)
         scored = held.targets != IGNORE
         return {
