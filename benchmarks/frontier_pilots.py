@@ -12,18 +12,13 @@ from __future__ import annotations
 
 import json
 import sys
-import tempfile
-import time
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+from _pilot import train_and_score  # puts src/ on sys.path
 
-from arbench.evaluate.recall import accuracy  # noqa: E402
-from arbench.models import ModelConfig  # noqa: E402
-from arbench.tasks import build_task  # noqa: E402
-from arbench.train.loop import TrainConfig, load_trained, train  # noqa: E402
+from arbench.models import ModelConfig
+from arbench.tasks import build_task
+from arbench.train.loop import TrainConfig
 
 
 def _delta(d_model: int, side: int) -> dict[str, Any]:
@@ -82,13 +77,7 @@ def pilot(name: str, seed: int = 0) -> dict[str, Any]:
             "log_every": 50,
         }
     )
-    with tempfile.TemporaryDirectory() as tmp:
-        start = time.perf_counter()
-        train(task, model_cfg, cfg, seed, tmp, threads=1)
-        wall = time.perf_counter() - start
-        trained = load_trained(tmp, model_cfg)
-        held_out = task.eval_set(500)
-        score = accuracy(trained, held_out.tokens, held_out.targets)["accuracy"]
+    score, wall, _ = train_and_score(task, model_cfg, cfg, seed)
     return {"pilot": name, "config": task.cfg.label, "accuracy": score, "wall_s": round(wall, 1)}
 
 

@@ -12,18 +12,13 @@ from __future__ import annotations
 
 import json
 import sys
-import tempfile
-import time
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+from _pilot import train_and_score  # puts src/ on sys.path
 
-from arbench.evaluate.recall import accuracy  # noqa: E402
-from arbench.models import ModelConfig  # noqa: E402
-from arbench.tasks import build_task  # noqa: E402
-from arbench.train.loop import TrainConfig, load_trained, train  # noqa: E402
+from arbench.models import ModelConfig
+from arbench.tasks import build_task
+from arbench.train.loop import TrainConfig
 
 HAYSTACK = {"name": "haystack", "pairs": 4, "n_keys": 64, "n_values": 54, "seq_len": 64}
 RANK1 = {"cell": "delta_rule", "cell_options": {"conv": True, "heads": 1, "qk_bias": 1.0}}
@@ -67,14 +62,7 @@ def pilot(name: str, seed: int = 0) -> dict[str, Any]:
     model_cfg = ModelConfig(vocab_size=task.vocab_size, **backbone)
     settings = {"batch": 64, "lr": 3e-3, "warmup": 50, "checkpoint_every": 10**6, "log_every": 50}
     cfg = TrainConfig.from_dict({**settings, **train_change})
-    with tempfile.TemporaryDirectory() as tmp:
-        start = time.perf_counter()
-        train(task, model_cfg, cfg, seed, tmp, threads=1)
-        wall = time.perf_counter() - start
-        trained = load_trained(tmp, model_cfg)
-        held_out = task.eval_set(500)
-        score = accuracy(trained, held_out.tokens, held_out.targets)["accuracy"]
-        lines = [json.loads(ln) for ln in (Path(tmp) / "metrics.jsonl").read_text().splitlines()]
+    score, wall, lines = train_and_score(task, model_cfg, cfg, seed)
     curve = [(ln["step"], round(ln["acc"], 2)) for ln in lines[::4]]
     return {"pilot": name, "accuracy": score, "wall_s": round(wall, 1), "curve": curve}
 
