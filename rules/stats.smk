@@ -6,6 +6,7 @@ rule stats:
         evals=lambda wc: PLAN.eval_files(wc.experiment),
         finals=lambda wc: PLAN.run_files(wc.experiment, "final.json"),
         metrics=lambda wc: PLAN.run_files(wc.experiment, "metrics.jsonl"),
+        gates=lambda wc: sorted(set(PLAN.gates(wc.experiment).values())),
     output:
         f"{R}/stats/{{experiment}}.json",
     log:
@@ -21,6 +22,7 @@ rule stats:
     params:
         experiment=lambda wc: EXPERIMENTS[wc.experiment],
         layout=lambda wc: PLAN.layout(wc.experiment),
+        gates=lambda wc: PLAN.gates(wc.experiment),
         scale=SCALE,
     script:
         "../scripts/stats.py"

@@ -19,7 +19,11 @@ curves = {
     (ev["arm"], ev["seed"]): [json.loads(line) for line in Path(path).read_text().splitlines()]
     for ev, path in zip(evals, sm.input.metrics, strict=True)
 }
-stats = experiment_stats(sm.wildcards.experiment, p.experiment, evals, p.scale, p.layout, curves)
+reports = {path: read_json(path) for path in sm.input.gates}
+self_tests = {arm: reports[path].get("self_tests", {}) for arm, path in p.gates.items()}
+stats = experiment_stats(
+    sm.wildcards.experiment, p.experiment, evals, p.scale, p.layout, curves, self_tests
+)
 atomic_write_json(sm.output[0], stats)
 for arm, s in stats["arms"].items():
     log(f"{arm:>22}: {s['mean']:.3f} ± {s['sd']:.3f} (n={s['n']})")

@@ -146,6 +146,11 @@ class Plan:
             return f"{self.data_dir(experiment, run_arm)}/oracle_report.json"
         return f"{self.data_dir(experiment, run_arm)}/oracle.json"
 
+    def gates(self, experiment: str) -> dict[str, str]:
+        """Each run arm's validation report: what its data's oracle and self-tests found
+        (the stats job reads the counts the self-tests report, never recomputing them)."""
+        return {arm: self.gate(experiment, arm) for arm in run_arms(self.experiments[experiment])}
+
     def eval_inputs(self, experiment: str, run_arm: str) -> list[str]:
         """The data files evaluation reads (besides the run), with the gate that validated
         them: a shared run is scored on a held-out set its own training never gated."""

@@ -13,11 +13,12 @@ from typing import Any
 import pytest
 
 from arbench import frontier_arms
-from arbench.config import run_arms
+from arbench.config import run_arms, task_settings
 from arbench.report.experiment import experiment_stats
 from arbench.report.figures import FIGURES
 from arbench.report.frontier import crossing, thresholds
 from arbench.report.tables import TEMPLATES, render
+from arbench.tasks import build_task
 
 FRONTIER = {
     "title": "A frontier",
@@ -92,10 +93,21 @@ def _evals(exp: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _self_tests(exp: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each run arm's data self-tests, as its oracle report records them (run.validate_stream)."""
+    out = {}
+    for run_arm in run_arms(exp):
+        task = build_task(task_settings(exp, run_arm))
+        out[run_arm] = task.self_tests(task.eval_set(int(exp["eval"]["examples"])))
+    return out
+
+
 @pytest.fixture(scope="module")
 def stats() -> dict[str, Any]:
     exp = _expanded()
-    return experiment_stats("frontier", exp, _evals(exp), "test", "frontier")
+    return experiment_stats(
+        "frontier", exp, _evals(exp), "test", "frontier", self_tests=_self_tests(exp)
+    )
 
 
 def test_expansion_makes_one_arm_per_cell_and_state_plus_the_control() -> None:

@@ -51,6 +51,7 @@ def experiment_stats(
     scale: str,
     layout: str,
     curves: dict[tuple[str, int], list[dict[str, Any]]] | None = None,
+    self_tests: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Per-run-arm summaries, single-knob contrasts (at every grid value) and floors.
 
@@ -58,7 +59,8 @@ def experiment_stats(
     experiment with a grid, or the experiment's own) says how the table and figure render; a
     "sweep" also gets the per-length table, a "grid" the per-value table. ``curves``, each
     (run arm, seed)'s training metric lines, go with their arm (the "lockin" figure draws
-    one line per seed).
+    one line per seed). ``self_tests``, each run arm's data self-test results as its oracle
+    report recorded them, give the "frontier" layout the random filler's key repeats.
     """
     threshold = exp.get("lock_in_threshold", 0.9)
     factor = exp.get("chance_factor", CHANCE_FACTOR)
@@ -126,7 +128,7 @@ def experiment_stats(
     if layout == "sweep":
         out["sweep"] = _sweep(exp, evals)
     if layout == "frontier":
-        frontier.annotate(exp, arms)
+        frontier.annotate(exp, arms, self_tests or {})
         out["frontier"] = frontier.summary(out)
     return out
 

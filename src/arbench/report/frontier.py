@@ -39,15 +39,17 @@ def crossing(states: list[float], accuracy: list[float], target: float) -> dict[
     return {"state": float(states[-1]), "bound": ">"}
 
 
-def annotate(exp: dict[str, Any], arms: dict[str, dict[str, Any]]) -> None:
+def annotate(
+    exp: dict[str, Any], arms: dict[str, dict[str, Any]], self_tests: dict[str, dict[str, Any]]
+) -> None:
     """Give every run arm's summary its frontier coordinates: cell, state (the recurrent
     state per layer, or the KV cache per layer for a cell without one), and the task's
-    configuration (its label, K and, where the task counts them, the held-out set's unlabelled
-    repeats of stored keys per sequence), which every row reports."""
+    configuration (its label, K and, where its oracle report counted them (``self_tests``,
+    by run arm), the held-out set's unlabelled repeats of stored keys per sequence), which
+    every row reports."""
     from arbench.config import model_settings, task_settings
     from arbench.tasks import build_task
 
-    repeats: dict[str, Any] = {}  # per task setting: the held-out set's filler repeats
     for run_arm, a in arms.items():
         settings = task_settings(exp, run_arm)
         task = build_task(settings)
@@ -55,11 +57,9 @@ def annotate(exp: dict[str, Any], arms: dict[str, dict[str, Any]]) -> None:
         label = getattr(getattr(task, "cfg", None), "label", None)
         if label:
             config["label"] = label
-        if config["label"] not in repeats:  # the held-out set is a pure function of settings
-            tests = task.self_tests(task.eval_set(int(exp["eval"]["examples"])))
-            repeats[config["label"]] = tests.get("filler_repeats")
-        if repeats[config["label"]] is not None:
-            config["repeats_per_sequence"] = repeats[config["label"]]["per_sequence"]
+        repeats = self_tests.get(run_arm, {}).get("filler_repeats")
+        if repeats is not None:
+            config["repeats_per_sequence"] = repeats["per_sequence"]
         state = int(a["state_size_per_layer"])
         kind = "state"
         if not state:  # attention: its KV cache after the whole sequence
