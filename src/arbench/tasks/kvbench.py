@@ -155,12 +155,6 @@ def floors(cfg: KVConfig) -> dict[str, float]:
     return {"value_marginal": float(DIGITS**-cfg.value_digits), "best_no_binding": 1.0 / cfg.n}
 
 
-def second_occurrence_mask(targets: np.ndarray, cfg: KVConfig) -> np.ndarray:
-    """(count, 2n) booleans: which entries are second occurrences (they carry targets)."""
-    per_entry = targets.reshape(targets.shape[0], -1, cfg.entry_len)
-    return (per_entry != IGNORE).any(axis=2)
-
-
 def exact_match(pred: np.ndarray, targets: np.ndarray, cfg: KVConfig) -> np.ndarray:
     """Per second occurrence, whether every value digit was predicted: a flat boolean array
     over all second occurrences of the batch (``pred`` shaped like ``targets``)."""
@@ -227,11 +221,6 @@ def mutant_clusters(tokens: np.ndarray, cfg: KVConfig) -> list[int]:
         near = (arr[:, None, :] != arr[None, :, :]).sum(axis=2) <= 1
         out.append(int(near.sum(axis=1).max()))
     return out
-
-
-def settings_summary(cfg: KVConfig) -> dict[str, Any]:
-    """What a report row says about the setting."""
-    return {"n": cfg.n, "tokens": cfg.length, "key_digits": cfg.key_digits}
 
 
 # --------------------------------------------------------------------------- adapter
