@@ -58,6 +58,15 @@ GPU_CHECK_ARGS ?=
 gpu-check: $(STAMP)
 	$(BIN)/python benchmarks/gpu_check.py --out $(GPU_CHECK_OUT) $(GPU_CHECK_ARGS)
 
+# One paper-scale slice of the key-value benchmark's long-context run on CUDA (under 10
+# minutes): attention kernels on the device, training steps per rung, the sweep toward 10^7
+# tokens with tokens/s and peak GPU memory. KV_GPU_ARGS=--cpu-smoke runs it tiny on the CPU.
+KV_GPU_OUT ?= results/kvbench_gpu_slice.json
+KV_GPU_ARGS ?=
+.PHONY: kv-gpu-check
+kv-gpu-check: $(STAMP)
+	$(BIN)/python benchmarks/kvbench_gpu_slice.py --out $(KV_GPU_OUT) $(KV_GPU_ARGS)
+
 # Headless Chromium from Debian's packages, for the interactive page's browser test
 # (tests/report/test_interference_page.py skips, saying so, without it).
 .PHONY: browser

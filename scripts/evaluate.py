@@ -19,6 +19,7 @@ result = evaluate_run(
     data_dir=p.data,
     examples=p.examples,
     options=dict(p.options),
+    progress=log,
 )
 atomic_write_json(
     sm.output[0], {"experiment": wc.experiment, "arm": wc.arm, "seed": int(wc.seed), **result}

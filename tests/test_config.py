@@ -59,6 +59,36 @@ def test_scales_shrink_the_protocol() -> None:
         ),
         (lambda c: c["zoo"]["reference"].update(arm="ghost"), "zoo.reference.arm"),
         (
+            lambda c: c["experiments"]["kvbench"]["arms"]["rope"].update(variant="nope"),
+            "model.variant: unknown 'nope'",
+        ),
+        (
+            lambda c: c["experiments"]["kvbench"]["arms"]["rope"].update(windw=3),
+            "experiments.kvbench.arms.rope.windw: not a setting of model family 'kvbench'",
+        ),
+        (
+            lambda c: c["experiments"]["kvbench"]["arms"]["rope"].update(cell="delta_rule"),
+            "experiments.kvbench.arms.rope.cell: a model of family 'kvbench' takes no cell",
+        ),
+        (
+            lambda c: c["experiments"]["kvbench"]["model"].update(kv_heads=3),
+            "not a multiple of kv_heads=3",
+        ),
+        (
+            lambda c: c["experiments"]["factorial"]["arms"]["delta"].pop("cell"),
+            "experiments.factorial.arms.delta.cell: missing",
+        ),
+        (
+            lambda c: c["experiments"]["kvbench"]["train"]["load"].update(until=[0.5]),
+            "train.load.until needs 3 fractions",
+        ),
+        (
+            lambda c: c["experiments"]["factorial"]["train"].update(
+                load={"values": [2, 4], "until": [0.5]}
+            ),
+            "train.load: task 'mqar' has no 'load' signal",
+        ),
+        (
             lambda c: c["experiments"]["factorial"]["arms"]["delta"].update(
                 cell="bidirectional", inner="lstm"
             ),

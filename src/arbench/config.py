@@ -488,14 +488,56 @@ def _build_error(settings: dict[str, Any]) -> str | None:
     return _BUILT[key]
 
 
+def family_of(exp: dict[str, Any], arm: str) -> str:
+    """The model family an arm builds (`arbench.models.families`): its model block's
+    ``family`` over the experiment's, ``lm`` when neither names one."""
+    return {**exp["model"], **exp["arms"][arm].get("model", {})}.get("family", "lm")
+
+
+def _check_family_arm(where: str, exp: dict[str, Any], arm: str) -> None:
+    """An arm of another model family than ``lm``: no cell, and every key of its model (the
+    block's and the arm's own) is a field of the family's model configuration, which must
+    accept them at every run arm."""
+    from arbench.models import families
+
+    here = f"{where}.arms.{arm}"
+    family = family_of(exp, arm)
+    spec = exp["arms"][arm]
+    if "cell" in spec:
+        raise ConfigError(f"{here}.cell: a model of family {family!r} takes no cell")
+    fields = families.fields_of(family)
+    for run_arm, (own, _) in grid_points(exp).items():
+        if own != arm:
+            continue
+        settings = model_settings(exp, run_arm)
+        for key in settings:
+            if key not in fields:
+                origin = here if key in spec else f"{where}.model"
+                raise ConfigError(
+                    f"{origin}.{key}: not a setting of model family {family!r}; "
+                    f"allowed: {sorted(fields)}"
+                )
+        try:
+            families.model_config(settings, vocab_size=2).validate()
+        except (ValueError, TypeError) as e:
+            raise ConfigError(f"{here} (run arm {run_arm}): {e}") from None
+
+
 def _check_arm(where: str, exp: dict[str, Any], arm: str) -> None:
     """An arm names a registered cell; every option is one that cell's constructor declares,
     of its declared type; the cell builds with it at every run arm's model settings; and
-    every ``eval_`` option is one the task's evaluator takes."""
+    every ``eval_`` option is one the task's evaluator takes. An arm of another model family
+    names that family's fields instead (`_check_family_arm`)."""
     from arbench.cells import CELLS
 
     spec = exp["arms"][arm]
     here = f"{where}.arms.{arm}"
+    if family_of(exp, arm) != "lm":
+        _check_family_arm(where, exp, arm)
+        _check_eval(here, where, exp, spec)
+        return
+    if "cell" not in spec:
+        raise ConfigError(f"{here}.cell: missing; every arm of a family-lm model names a cell")
     cell = spec["cell"]
     if cell not in CELLS:
         raise ConfigError(f"{here}.cell: {cell!r} not one of {sorted(CELLS)}")
@@ -530,6 +572,12 @@ def _check_arm(where: str, exp: dict[str, Any], arm: str) -> None:
                     f"{here}: cell {cell!r} rejects d_model={settings['d_model']}, "
                     f"{shown}{at}: {error}"
                 )
+    _check_eval(here, where, exp, spec)
+
+
+def _check_eval(here: str, where: str, exp: dict[str, Any], spec: dict[str, Any]) -> None:
+    """Every ``eval_`` option of an arm and every option of the eval block is one the task's
+    evaluator takes."""
     evaluator = _task_of(f"{here}.task", {**exp["task"], **spec.get("task", {})})
     own_eval = {k[len(EVAL_PREFIX) :]: v for k, v in spec.items() if k.startswith(EVAL_PREFIX)}
     _check_eval_options(here, evaluator, own_eval, EVAL_PREFIX)
@@ -677,6 +725,8 @@ def skip_unavailable(cfg: dict[str, Any]) -> None:
     for name, exp in cfg["experiments"].items():
         skipped: dict[str, str] = {}
         for arm, spec in list(exp["arms"].items()):
+            if "cell" not in spec:  # another model family: nothing optional to miss
+                continue
             reason = CELLS[spec["cell"]].unavailable_reason()
             if reason:
                 skipped[arm] = reason
@@ -847,6 +897,9 @@ def model_settings(exp: dict[str, Any], run_arm: str) -> dict[str, Any]:
     arm (the `ModelConfig` fields but the vocabulary, which the task sets)."""
     m = settings_block(exp, "model", run_arm)
     spec = exp["arms"][point_of(exp, run_arm)[0]]
+    if m.get("family", "lm") != "lm":
+        # another family's model is its configuration's fields: the block, then the arm's
+        return {**m, **cell_options_of(spec)}
     return {
         "d_model": m["d_model"],
         "layers": m["layers"],

@@ -13,6 +13,7 @@ Every output goes through a temporary file and a rename (`arbench.io`).
 
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
 from typing import Any
@@ -86,9 +87,11 @@ def evaluate_run(
     data_dir: str | Path | None = None,
     examples: int | None = None,
     options: dict[str, Any] | None = None,
+    progress: Any = None,
 ) -> dict[str, Any]:
     """Score a finished run with its task's evaluator. The model's shape comes from the run's
-    own record, never from the config, so it is the model that was trained.
+    own record, never from the config, so it is the model that was trained. ``progress`` (a
+    callable taking a line) reaches an evaluator that reports as it goes (a long sweep).
 
     A model file trained under other settings than its record (copied from another run or
     config), or a record of a run on other task settings than ``task``, is a
@@ -103,7 +106,11 @@ def evaluate_run(
         settings=record_settings(final),
         expected_from=f"its record {final_path}",
     )
-    scores = build_task(task, data_dir).evaluate(model, examples=examples, **(options or {}))
+    evaluator = build_task(task, data_dir)
+    options = dict(options or {})
+    if progress is not None and "progress" in inspect.signature(evaluator.evaluate).parameters:
+        options["progress"] = progress
+    scores = evaluator.evaluate(model, examples=examples, **options)
     return {
         "scores": scores,
         "n_parameters": final["n_parameters"],

@@ -95,3 +95,112 @@ def test_exact_match_needs_every_value_digit() -> None:
 def test_bad_settings_name_the_key(bad: dict, key: str) -> None:
     with pytest.raises(ValueError, match=key):
         KVConfig(**bad).validate()
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+def _tiny_model(variant: str = "hybrid_square"):
+    import torch
+
+    from arbench.models.kvbench import KVModelConfig, KVTransformer
+
+    torch.manual_seed(0)
+    cfg = KVModelConfig(
+        variant=variant, d_model=16, layers=2, heads=2, kv_heads=2, head_dim=8, ffn_hidden=32
+    )
+    return KVTransformer(cfg)
+
+
+def test_a_load_signal_sets_the_number_of_keys() -> None:
+    from arbench.tasks.base import Signal
+    from arbench.tasks.kvbench import KVBenchTask
+
+    task = KVBenchTask(KVConfig(n=8))
+    b = task.train_batch(0, 3, 4, Signal(load=2))
+    assert b.tokens.shape == (4, KVConfig(n=2).length)
+    assert oracle_check(b.tokens, b.targets, KVConfig(n=2)) == []
+    assert task.train_batch(0, 3, 4).tokens.shape == (4, CFG.length)
+
+
+def test_sweep_sets_are_valid_and_independent_of_the_other_lengths() -> None:
+    from arbench.tasks.kvbench import sweep_set
+
+    at, b = sweep_set(CFG, 32, 5)
+    assert at.n == 32 and oracle_check(b.tokens, b.targets, at) == []
+    _, again = sweep_set(CFG, 32, 5)
+    assert np.array_equal(b.tokens, again.tokens)
+
+
+def test_evaluation_sweeps_lengths_and_reads_per_index_cross_entropy(tmp_path) -> None:
+    from arbench.tasks.base import save_eval_set
+    from arbench.tasks.kvbench import KVBenchTask, heldout
+
+    save_eval_set(heldout(CFG, 6), tmp_path / "eval.npz")
+    task = KVBenchTask(CFG, tmp_path)
+    lines: list[str] = []
+    scores = task.evaluate(
+        _tiny_model(),
+        examples=3,
+        n=[16, 8],
+        lengths=[400],
+        index_entries=10,
+        index_examples=2,
+        tile=64,
+        progress=lines.append,
+    )
+    assert 0.0 <= scores["accuracy"] <= 1.0
+    assert list(scores["per_config"]) == ["n8", "n16", "n25"]  # ascending; 400 // 16 = 25
+    row = scores["per_config"]["n16"]
+    assert row["tokens"] == 3 * KVConfig(n=16).length and row["length"] == 256
+    assert row["tokens_per_s"] > 0 and row["peak_mib"] > 0 and len(lines) == 3
+    ce = scores["per_index"]
+    assert len(ce["first"]) == len(ce["second"]) == 10
+    # every key's first entry is unpredictable: the first entry is always a first occurrence
+    assert ce["first"][0] is not None and ce["second"][0] is None
+    assert task.eval_tokens(3, n=[16, 8], lengths=[400]) == 3 * (128 + 256 + 128 + 400)
+
+
+def test_tiled_evaluation_scores_like_the_plain_one(tmp_path) -> None:
+    """Attention over more than ``tile`` tokens runs tiled: the same predictions."""
+    from arbench.tasks.base import save_eval_set
+    from arbench.tasks.kvbench import KVBenchTask, heldout
+
+    save_eval_set(heldout(CFG, 2), tmp_path / "eval.npz")
+    task = KVBenchTask(CFG, tmp_path)
+    model = _tiny_model("hybrid_square")
+    plain = task.evaluate(model, examples=2, n=[32], index_entries=0, tile=4096)
+    tiled = task.evaluate(model, examples=2, n=[32], index_entries=0, tile=48)
+    assert plain["per_config"]["n32"]["accuracy"] == tiled["per_config"]["n32"]["accuracy"]
+
+
+def test_a_sweep_set_that_fails_its_oracle_stops_the_evaluation(monkeypatch) -> None:
+    import arbench.tasks.kvbench as kv
+
+    real = kv.generate
+
+    def broken(cfg, count, rng, signal=None):
+        b = real(cfg, count, rng, signal)
+        b.targets[0, b.targets[0] != IGNORE] = (b.targets[0, b.targets[0] != IGNORE] + 1) % 10
+        return b
+
+    monkeypatch.setattr(kv, "generate", broken)
+    with pytest.raises(RuntimeError, match="n=8 fails its oracle"):
+        kv.sweep(_tiny_model(), CFG, [8], 2)
+
+
+def test_index_entries_must_be_even() -> None:
+    from arbench.tasks.kvbench import index_set
+
+    with pytest.raises(ValueError, match="index_entries"):
+        index_set(CFG, 7, 1)
+
+
+def test_max_tokens_caps_the_sequences_read_at_long_lengths() -> None:
+    from arbench.tasks.kvbench import KVBenchTask, sweep_examples
+
+    assert sweep_examples(CFG, 8, 100, None) == 100
+    assert sweep_examples(CFG, 256, 100, 32768) == 8  # 4,096 tokens each
+    assert sweep_examples(CFG, 4096, 100, 32768) == 1  # never fewer than one
+    task = KVBenchTask(CFG)
+    assert task.eval_tokens(100, n=[256], max_tokens=32768) == 100 * 128 + 8 * 4096

@@ -13,19 +13,25 @@ from arbench.tasks.base import IGNORE
 
 @torch.no_grad()
 def predict(
-    model: LanguageModel, tokens: np.ndarray, targets: np.ndarray, batch: int = 256
+    model: LanguageModel,
+    tokens: np.ndarray,
+    targets: np.ndarray,
+    batch: int = 256,
+    **hidden_options: Any,
 ) -> np.ndarray:
-    """The model's argmax token at every supervised position (-1 elsewhere), in batches,
-    reading out only the supervised positions."""
+    """The model's argmax token at every supervised position (-1 elsewhere), in batches on
+    the model's device, reading out only the supervised positions; ``hidden_options`` go
+    to the model's ``hidden`` (e.g. the kvbench transformer's attention ``tile``)."""
     model.eval()
+    device = next(model.parameters()).device
     pred = np.full(np.shape(targets), -1, dtype=np.int64)
     for i in range(0, len(tokens), batch):
-        tok = torch.from_numpy(np.asarray(tokens[i : i + batch], dtype=np.int64))
-        sel = torch.from_numpy(np.asarray(targets[i : i + batch]) != IGNORE)
-        h, _ = model.hidden(tok)
-        out = torch.full(sel.shape, -1, dtype=torch.int64)
+        tok = torch.from_numpy(np.asarray(tokens[i : i + batch], dtype=np.int64)).to(device)
+        sel = torch.from_numpy(np.asarray(targets[i : i + batch]) != IGNORE).to(device)
+        h, _ = model.hidden(tok, **hidden_options)
+        out = torch.full(sel.shape, -1, dtype=torch.int64, device=device)
         out[sel] = model.logits(h[sel]).argmax(-1)
-        pred[i : i + batch] = out.numpy()
+        pred[i : i + batch] = out.cpu().numpy()
     return pred
 
 

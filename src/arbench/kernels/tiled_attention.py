@@ -106,3 +106,31 @@ def attention_tiled(
             m = m_new
         out[:, :, t0 : t0 + qt.shape[2]] = acc / den
     return out
+
+
+def sdpa_applies(window: int | None, square: bool, offset: int = 0) -> bool:
+    """Whether `torch.nn.functional.scaled_dot_product_attention` computes this attention:
+    plain causal softmax over the whole prefix (no window, no squared scores, no offset).
+    Its fused kernels (flash / memory-efficient on CUDA, a flash kernel on CPU) keep memory
+    linear in the length without our tiles."""
+    return window is None and not square and offset == 0
+
+
+def attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    window: int | None = None,
+    square: bool = False,
+    tile: int = 4096,
+) -> torch.Tensor:
+    """Causal attention by the fastest exact path: PyTorch's fused kernel where it applies
+    (`sdpa_applies`), else the plain form up to ``tile`` tokens and the tiled form beyond,
+    so no path ever holds a T x T matrix above ``tile`` tokens."""
+    if sdpa_applies(window, square):
+        k, v = _expand_kv(k, q.shape[1]), _expand_kv(v, q.shape[1])
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    if q.shape[2] <= tile:
+        return attention_plain(q, k, v, window=window, square=square)
+    return attention_tiled(q, k, v, window=window, square=square, tile=tile)

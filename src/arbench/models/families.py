@@ -30,6 +30,13 @@ def _family(settings: dict[str, Any]) -> str:
     return name
 
 
+def fields_of(family: str) -> set[str]:
+    """The settings a model block of ``family`` may hold (its configuration's fields but the
+    vocabulary, which the task sets)."""
+    cls = FAMILIES[_family({"family": family})][0]
+    return {f.name for f in fields(cls)} - {"vocab_size"}
+
+
 def model_config(settings: dict[str, Any], vocab_size: int) -> Any:
     """The configuration a model block describes, with the task's vocabulary."""
     name = _family(settings)

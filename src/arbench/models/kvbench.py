@@ -11,8 +11,10 @@ their attention layers, per layer:
 * mixer: softmax attention, or Kimi Delta Attention (`arbench.cells.kda`) as the local memory.
 
 Hybrids alternate a local layer (even index) with a global NoPE layer (odd index). Attention
-runs through `arbench.kernels.tiled_attention`: plain below ``tile`` tokens, tiled above, so
-evaluation at lengths far beyond training keeps memory linear in the length. RoPE angles are
+runs through `arbench.kernels.tiled_attention.attention`: PyTorch's fused
+scaled-dot-product kernel for plain global layers, and for windowed or squared-score layers
+the plain form below ``tile`` tokens and the tiled form above, so evaluation at lengths far
+beyond training keeps memory linear in the length. RoPE angles are
 computed in float64, so positions in the millions keep their precision.
 """
 
@@ -24,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from arbench.kernels.tiled_attention import attention_plain, attention_tiled
+from arbench.kernels.tiled_attention import attention
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,19 @@ class KVModelConfig:
     dropout: float = 0.0
     rope_base: float = 10000.0
 
+    def validate(self) -> None:
+        """Raise ValueError naming the setting when this shape cannot be built."""
+        self.specs()
+        for key in ("d_model", "layers", "heads", "kv_heads", "head_dim", "ffn_hidden"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"model.{key} must be >= 1, got {getattr(self, key)}")
+        if self.heads % self.kv_heads:
+            raise ValueError(
+                f"model.heads={self.heads} is not a multiple of kv_heads={self.kv_heads}"
+            )
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"model.dropout must be in [0, 1), got {self.dropout}")
+
     def specs(self) -> list[LayerSpec]:
         if self.variant not in VARIANTS:
             raise ValueError(f"model.variant: unknown {self.variant!r}; known: {sorted(VARIANTS)}")
@@ -121,10 +136,7 @@ class Attention(nn.Module):
         v = self.v(x).view(B, T, c.kv_heads, c.head_dim).transpose(1, 2)
         q = rope(q, 0, s.rope_fraction, c.rope_base)
         k = rope(k, 0, s.rope_fraction, c.rope_base)
-        if T <= tile:
-            y = attention_plain(q, k, v, window=s.window, square=s.square)
-        else:
-            y = attention_tiled(q, k, v, window=s.window, square=s.square, tile=tile)
+        y = attention(q, k, v, window=s.window, square=s.square, tile=tile)
         return self.o(y.transpose(1, 2).reshape(B, T, c.heads * c.head_dim))
 
 

@@ -23,7 +23,7 @@ from arbench.config import (
     task_settings,
     value_label,
 )
-from arbench.report import frontier
+from arbench.report import frontier, kvbench
 from arbench.stats import compare_lock_in, contrast, describe
 from arbench.tasks import build_task
 
@@ -127,6 +127,8 @@ def experiment_stats(
         out["grid"] = _grid(exp, arms, floors_of, threshold)
     if layout == "sweep":
         out["sweep"] = _sweep(exp, evals)
+    if layout == "kvbench":
+        out["kvbench"] = kvbench.summary(exp, evals, curves)
     if layout == "frontier":
         frontier.annotate(exp, arms, self_tests or {})
         out["frontier"] = frontier.summary(out)

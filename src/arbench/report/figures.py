@@ -1,7 +1,7 @@
 """Matplotlib figures, one per layout: bars (one bar per arm, a dot per seed), sweep (accuracy
 vs evaluation length per answer type), grid (accuracy vs the grid value, a line per arm),
-lockin (training curves per seed) and frontier (accuracy vs state size per cell, a panel per
-load)."""
+lockin (training curves per seed), frontier (accuracy vs state size per cell, a panel per
+load) and kvbench (accuracy vs context, per-index cross-entropy, evaluator memory)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.ticker import ScalarFormatter  # noqa: E402
+
+from arbench.report.kvbench import mean_curve  # noqa: E402
 
 
 def bars_with_seeds(stats: dict[str, Any], outputs: list[str | Path]) -> None:
@@ -265,12 +268,86 @@ def frontier_panels(stats: dict[str, Any], outputs: list[str | Path]) -> None:
     save_figure(fig, outputs)
 
 
+def kvbench_panels(stats: dict[str, Any], outputs: list[str | Path]) -> None:
+    """The key-value benchmark: exact match against context length (tokens per sequence,
+    log2 x, the training length marked), the per-index cross-entropy of second occurrences
+    on a fixed sequence (first occurrences dashed: unpredictable), and the evaluator's peak
+    memory against length (linear memory is a slope-1 line on these log axes)."""
+    kv = stats["kvbench"]
+    fig, axes = plt.subplots(1, 3, figsize=(11.5, 3.4))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    acc, ce, mem = axes
+    for i, arm in enumerate(kv["arms"]):
+        color = colors[i % len(colors)]
+        rows = [(c, kv["table"][arm][c]) for c in kv["configs"] if c in kv["table"][arm]]
+        if rows:
+            xs = [kv["rates"][arm][c]["length"] for c, _ in rows]
+            acc.plot(xs, [r["mean"] for _, r in rows], marker="o", ms=3, color=color, label=arm)
+        curve = kv["per_index"].get(arm)
+        if curve:
+            idx = np.arange(curve["entries"])
+            second = np.array([np.nan if v is None else v for v in curve["second"]])
+            ce.plot(idx, second, lw=0.9, color=color, label=arm)
+        sized = [c for c in kv["configs"] if "peak_mib" in kv["rates"].get(arm, {}).get(c, {})]
+        if sized:
+            r = kv["rates"][arm]
+            mem.plot(
+                [r[c]["length"] for c in sized],
+                [r[c]["peak_mib"] for c in sized],
+                marker="o",
+                ms=3,
+                color=color,
+                label=arm,
+            )
+    acc.axvline(kv["train_length"], color="grey", lw=0.8, ls="--")
+    acc.text(kv["train_length"], 0.02, " trained", fontsize=6, color="grey")
+    acc.set_xscale("log", base=2)
+    acc.set_ylim(-0.02, 1.02)
+    acc.set_xlabel("context (tokens per sequence)", fontsize=7)
+    acc.set_ylabel("exact match (second occurrences)", fontsize=7)
+    acc.set_title("accuracy vs context length", fontsize=8)
+    first = [c["first"] for c in kv["per_index"].values()]
+    if first:
+        mean_first = [np.nan if v is None else v for v in mean_curve(first)]
+        ce.plot(
+            np.arange(len(mean_first)),
+            mean_first,
+            color="black",
+            lw=0.8,
+            ls="--",
+            label="first occurrences (mean)",
+        )
+    ce.set_xlabel("entry index in the fixed sequence", fontsize=7)
+    ce.set_ylabel("value-digit cross-entropy (nats)", fontsize=7)
+    ce.set_title("per-index cross-entropy", fontsize=8)
+    mem.set_xscale("log", base=2)
+    mem.set_yscale("log", base=2)
+    mem.yaxis.set_major_formatter(ScalarFormatter())
+    mem.yaxis.set_minor_formatter(ScalarFormatter())
+    mem.set_xlabel("context (tokens per sequence)", fontsize=7)
+    mem.set_ylabel("evaluator peak memory (MiB)", fontsize=7)
+    mem.set_title("memory of the evaluation", fontsize=8)
+    for ax in axes:
+        ax.tick_params(labelsize=6)
+    handles, labels = acc.get_legend_handles_labels()
+    h2, l2 = ce.get_legend_handles_labels()
+    for h, lab in zip(h2, l2, strict=True):
+        if lab not in labels:
+            handles.append(h)
+            labels.append(lab)
+    fig.legend(handles, labels, fontsize=6, loc="center right")
+    fig.suptitle(f"{stats['title']} (scale={stats['scale']}, n≤{kv['seeds']} seed(s))", fontsize=8)
+    fig.tight_layout(rect=(0, 0, 0.84, 1))
+    save_figure(fig, outputs)
+
+
 FIGURES = {  # by layout
     "bars": bars_with_seeds,
     "sweep": sweep_by_type,
     "grid": grid_lines,
     "lockin": lockin_curves,
     "frontier": frontier_panels,
+    "kvbench": kvbench_panels,
 }
 
 

@@ -50,6 +50,16 @@ def state_label(x: float) -> str:
     return f"{x:,.3g}" if x < 1000 else f"{x:,.0f}"
 
 
+def token_label(n: float) -> str:
+    """A token count for a column head: 4{,}096 up to 99,999, then 256k, 4.2M, 10M."""
+    n = int(n)
+    if n < 100_000:
+        return f"{n:,}".replace(",", "{,}")
+    if n < 1_000_000:
+        return f"{n / 1e3:.0f}k"
+    return f"{n / 1e6:.3g}M"
+
+
 def environment(directory: str | Path = TEMPLATES) -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(directory)),
@@ -69,6 +79,7 @@ def environment(directory: str | Path = TEMPLATES) -> jinja2.Environment:
     env.filters["p"] = fmt_p
     env.filters["knob"] = fmt_cell
     env.filters["thousands"] = lambda n: f"{int(n):,}"
+    env.filters["tokens"] = token_label
     env.filters["state"] = state_label
     return env
 

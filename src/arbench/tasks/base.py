@@ -28,7 +28,7 @@ import torch
 IGNORE = -100  # target of every position the loss and the accuracy skip
 
 DataKind = Literal["stream", "release"]
-Layout = Literal["bars", "sweep", "grid"]
+Layout = Literal["bars", "sweep", "grid", "kvbench"]
 Progress = Any  # a callable taking one string, or None
 
 
@@ -56,14 +56,20 @@ class Batch:
 EVAL_FILE = "eval.npz"  # a stream task's held-out set, inside its data folder
 
 
+def _compact(a: np.ndarray) -> np.ndarray:
+    """The array as int16 when every value fits (most vocabularies here), else int32."""
+    a = np.asarray(a)
+    fits = a.size == 0 or (a.min() >= np.iinfo(np.int16).min and a.max() <= np.iinfo(np.int16).max)
+    return a.astype(np.int16 if fits else np.int32)
+
+
 def save_eval_set(batch: Batch, path: str | Path) -> None:
-    """Store a held-out set compressed, as int16 (every vocabulary here fits), atomically."""
+    """Store a held-out set compressed, atomically, as int16 where every id fits and int32
+    where the vocabulary is larger (the lattice tasks' 32,770 tokens)."""
     from arbench.io import atomic_write_bytes
 
     buf = io.BytesIO()
-    np.savez_compressed(
-        buf, tokens=batch.tokens.astype(np.int16), targets=batch.targets.astype(np.int16)
-    )
+    np.savez_compressed(buf, tokens=_compact(batch.tokens), targets=_compact(batch.targets))
     atomic_write_bytes(path, buf.getvalue())
 
 
@@ -81,11 +87,14 @@ class Signal:
     by the task: ``gap`` is the distance curriculum's current maximum, a fraction of the
     task's full table-to-query gap (each sequence's gap is drawn uniformly from 0 to it;
     None: every sequence at the full gap, the evaluation layout), and ``dense`` supervises
-    every query instead of the task's own (end-only) answer. A task honours the fields it
-    names in `Task.signals`; the config rejects a training option its task does not."""
+    every query instead of the task's own (end-only) answer; ``load`` is the load schedule's
+    current rung (`arbench.train.load_schedule`): how many bindings the batch holds (None:
+    the task's own setting). A task honours the fields it names in `Task.signals`; the
+    config rejects a training option its task does not."""
 
     gap: float | None = None
     dense: bool = False
+    load: int | None = None
 
 
 class Release(Protocol):
@@ -191,7 +200,7 @@ class Task:
     def eval_option_names(cls) -> set[str]:
         """Keyword options `evaluate` takes (an arm sets them as ``eval_<name>``)."""
         params = inspect.signature(cls.evaluate).parameters.values()
-        skip = {"self", "model", "examples"}
+        skip = {"self", "model", "examples", "progress"}  # progress: the run layer's
         return {
             p.name
             for p in params

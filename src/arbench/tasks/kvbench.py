@@ -18,13 +18,16 @@ Everything here is a pure function of the generator passed in.
 
 from __future__ import annotations
 
+import resource
 import sys
-from dataclasses import dataclass
+import time
+import warnings
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from arbench.tasks.base import IGNORE, Batch, ConfigTask, register_task, stream_rng
+from arbench.tasks.base import IGNORE, Batch, ConfigTask, Signal, register_task, stream_rng
 
 DIGITS = 10
 START_KEY = 10
@@ -119,8 +122,14 @@ def _mutant_keys(rng: np.random.Generator, n: int, width: int, j: int) -> np.nda
     return np.array(keys)
 
 
-def generate(cfg: KVConfig, count: int, rng: np.random.Generator) -> Batch:
-    """Draw ``count`` sequences (int64 tokens and targets, shape (count, cfg.length))."""
+def generate(
+    cfg: KVConfig, count: int, rng: np.random.Generator, signal: Signal | None = None
+) -> Batch:
+    """Draw ``count`` sequences (int64 tokens and targets, shape (count, cfg.length)); a
+    signal's ``load`` (the load schedule's rung) replaces the number of keys ``n``."""
+    if signal is not None and signal.load is not None:
+        cfg = replace(cfg, n=signal.load)
+        cfg.validate()
     n, kd, vd, e = cfg.n, cfg.key_digits, cfg.value_digits, cfg.entry_len
     tokens = np.empty((count, 2 * n, e), dtype=np.int64)
     targets = np.full((count, 2 * n, e), IGNORE, dtype=np.int64)
@@ -223,6 +232,132 @@ def mutant_clusters(tokens: np.ndarray, cfg: KVConfig) -> list[int]:
     return out
 
 
+# --------------------------------------------------------------------------- evaluation
+
+
+def sweep_set(cfg: KVConfig, n: int, examples: int) -> tuple[KVConfig, Batch]:
+    """The held-out sequences at ``n`` keys (the evaluation seed range, one stream per n, so
+    adding a length to the sweep never changes another's set)."""
+    at = replace(cfg, n=n)
+    at.validate()
+    return at, generate(at, examples, stream_rng(n, 0, purpose=1))
+
+
+def index_set(cfg: KVConfig, entries: int, examples: int) -> tuple[KVConfig, Batch]:
+    """The fixed sequences the per-index cross-entropy reads: ``entries`` entries each
+    (entries / 2 keys, each twice), from their own seed range."""
+    if entries < 2 or entries % 2:
+        raise ValueError(f"eval index_entries must be an even number >= 2, got {entries}")
+    at = replace(cfg, n=entries // 2)
+    at.validate()
+    return at, generate(at, examples, stream_rng(0, 0, purpose=3))
+
+
+def peak_memory_mib(device: Any) -> float:
+    """The peak memory so far: CUDA's allocator peak on a GPU, else the process's peak
+    resident set (both MiB); a sweep run in ascending lengths reads each length's peak."""
+    import torch
+
+    if getattr(device, "type", str(device)) == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def sweep_examples(cfg: KVConfig, n: int, examples: int, max_tokens: int | None) -> int:
+    """Sequences read at ``n`` keys: ``examples``, capped so they hold at most
+    ``max_tokens`` tokens (at least one sequence)."""
+    if max_tokens is None:
+        return int(examples)
+    return max(1, min(int(examples), int(max_tokens) // replace(cfg, n=n).length))
+
+
+def sweep(
+    model: Any,
+    cfg: KVConfig,
+    ns: list[int],
+    examples: int,
+    batch_tokens: int = 1 << 16,
+    tile: int = 4096,
+    progress: Any = None,
+    max_tokens: int | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Exact match at each number of keys in ``ns`` (ascending), ``examples`` sequences
+    each (at most ``max_tokens`` tokens' worth, `sweep_examples`), batched to about
+    ``batch_tokens`` tokens; every set passes the oracle first. Also
+    the tokens read, seconds, tokens/s and peak memory at each length (attention over more
+    than ``tile`` tokens runs tiled, so memory grows linearly with the length)."""
+    import torch
+
+    from arbench.evaluate.recall import predict
+
+    device = next(model.parameters()).device
+    out: dict[str, dict[str, Any]] = {}
+    for n in sorted(set(ns)):
+        count = sweep_examples(cfg, n, examples, max_tokens)
+        at, held = sweep_set(cfg, n, count)
+        problems = oracle_check(held.tokens, held.targets, at)
+        if problems:
+            raise RuntimeError(f"kvbench sweep set n={n} fails its oracle: {problems[0]}")
+        rows = max(1, batch_tokens // at.length)
+        t0 = time.perf_counter()
+        pred = predict(model, held.tokens, held.targets, batch=rows, tile=tile)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        seconds = time.perf_counter() - t0
+        hits = exact_match(pred, held.targets, at)
+        tokens = int(held.tokens.size)
+        out[f"n{n}"] = {
+            "accuracy": float(hits.mean()),
+            "second_occurrences": int(hits.size),
+            "examples": count,
+            "tokens": tokens,
+            "length": at.length,
+            "seconds": seconds,
+            "tokens_per_s": tokens / max(seconds, 1e-9),
+            "peak_mib": peak_memory_mib(device),
+        }
+        if progress:
+            row = out[f"n{n}"]
+            progress(
+                f"n={n} ({at.length:,} tokens/sequence): exact match {row['accuracy']:.3f}, "
+                f"{row['tokens_per_s']:,.0f} tokens/s, peak {row['peak_mib']:,.0f} MiB"
+            )
+    return out
+
+
+def per_index_ce(model: Any, cfg: KVConfig, entries: int, examples: int) -> dict[str, Any]:
+    """Mean cross-entropy of the value digits at each entry index of ``examples`` fixed
+    ``entries``-entry sequences, split into first occurrences (unpredictable: log 10 per
+    digit at best) and second occurrences (a lookup), NaN where an index has none."""
+    import torch
+    import torch.nn.functional as F
+
+    at, held = index_set(cfg, entries, examples)
+    device = next(model.parameters()).device
+    e, kd, vd = at.entry_len, at.key_digits, at.value_digits
+    model.eval()
+    with torch.no_grad():
+        tok = torch.from_numpy(held.tokens).to(device)
+        logits = model.logits(model.hidden(tok)[0]).float()
+        # value digit j of an entry is emitted at offset kd + 1 + j (one position earlier)
+        pos = np.arange(entries)[:, None] * e + kd + 1 + np.arange(vd)[None, :]
+        gold = torch.from_numpy(held.tokens[:, pos + 1]).to(device)  # (examples, entries, vd)
+        picked = logits[:, torch.from_numpy(pos).to(device)]  # (examples, entries, vd, V)
+        ce = F.cross_entropy(picked.permute(0, 3, 1, 2), gold, reduction="none").mean(-1)
+    ce = ce.cpu().numpy()
+    second = (held.targets.reshape(examples, entries, e) != IGNORE).any(axis=2)
+    first_ce = np.where(~second, ce, np.nan)
+    second_ce = np.where(second, ce, np.nan)
+    with warnings.catch_warnings():  # an index without first (second) occurrences: NaN
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return {
+            "entries": entries,
+            "examples": examples,
+            "first": [None if np.isnan(v) else float(v) for v in np.nanmean(first_ce, axis=0)],
+            "second": [None if np.isnan(v) else float(v) for v in np.nanmean(second_ce, axis=0)],
+        }
+
+
 # --------------------------------------------------------------------------- adapter
 
 
@@ -233,7 +368,8 @@ class KVBenchTask(ConfigTask):
 
     name = "kvbench"
     data = "stream"
-    layout = "bars"
+    layout = "kvbench"
+    signals = frozenset({"load"})
     config_class = KVConfig
     functions = sys.modules[__name__]
 
@@ -242,16 +378,63 @@ class KVBenchTask(ConfigTask):
         mutants = f", mutant clusters j={c.mutant_j} in {c.mutant_mix:g}" if c.mutant_j else ""
         return f"key-value lookup, n={c.n} keys ({c.length} tokens){mutants}"
 
-    def evaluate(self, model: Any, examples: int | None = None) -> dict[str, Any]:
-        """Exact match over the held-out set's second occurrences, and the per-digit rate."""
+    def evaluate(
+        self,
+        model: Any,
+        examples: int | None = None,
+        n: list[int] | None = None,
+        lengths: list[int] | None = None,
+        index_entries: int = 100,
+        index_examples: int = 16,
+        batch_tokens: int = 1 << 16,
+        tile: int = 4096,
+        device: str = "cpu",
+        max_tokens: int | None = None,
+        progress: Any = None,
+    ) -> dict[str, Any]:
+        """Exact match over the held-out set's second occurrences (the headline, at the
+        training n) and the per-digit rate; with ``n`` (keys) or ``lengths`` (tokens, each
+        rounded down to whole entries) the accuracy-vs-context sweep, ``examples``
+        sequences per length, at most ``max_tokens`` tokens' worth (`sweep`); and the
+        per-index cross-entropy on fixed ``index_entries``-entry sequences (0: skipped).
+        ``device`` "auto" evaluates on CUDA where it is visible (the long-context sweep)."""
         from arbench.evaluate.recall import predict
+        from arbench.train.loop import resolve_device
+
+        model = model.to(resolve_device(device))
 
         held = self.held_out()
+        if examples is not None:
+            held = Batch(held.tokens[:examples], held.targets[:examples])
         pred = predict(model, held.tokens, held.targets, batch=64)
         hits = exact_match(pred, held.targets, self.cfg)
         scored = held.targets != IGNORE
-        return {
+        out: dict[str, Any] = {
             "accuracy": float(hits.mean()),
             "second_occurrences": int(hits.size),
             "digit_accuracy": float((pred == held.targets)[scored].mean()),
         }
+        ns = list(n or []) + [self.n_for_length(t) for t in lengths or []]
+        if ns:
+            count = int(examples or len(held))
+            out["per_config"] = sweep(
+                model, self.cfg, ns, count, batch_tokens, tile, progress, max_tokens
+            )
+        if index_entries:
+            out["per_index"] = per_index_ce(model, self.cfg, index_entries, index_examples)
+        return out
+
+    def n_for_length(self, tokens: int) -> int:
+        """The number of keys whose sequence fills ``tokens`` (whole entries, at least 1)."""
+        return max(1, int(tokens) // (2 * self.cfg.entry_len))
+
+    def eval_tokens(self, examples: int, **options: Any) -> int:
+        """The held-out set plus every sweep length, ``examples`` sequences each."""
+        ns = list(options.get("n") or [])
+        ns += [self.n_for_length(t) for t in options.get("lengths") or []]
+        cap = options.get("max_tokens")
+        swept = sum(
+            sweep_examples(self.cfg, k, examples, cap) * replace(self.cfg, n=k).length
+            for k in set(ns)
+        )
+        return int(examples) * self.cfg.length + swept

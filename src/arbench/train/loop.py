@@ -39,6 +39,7 @@ from arbench.io import atomic_write_bytes
 from arbench.models import LanguageModel, ModelConfig, families
 from arbench.tasks.base import IGNORE, Signal, Task
 from arbench.train.curriculum import Curriculum, CurriculumConfig
+from arbench.train.load_schedule import LoadConfig, LoadSchedule
 from arbench.train.schedule import lr_at
 
 MODEL_FORMAT = "arbench-model/1"  # model.pt: {"format", "fingerprint", "settings", "weights"}
@@ -65,21 +66,28 @@ class TrainConfig:
     checkpoint_every: int = 500
     log_every: int = 50
     device: str = "cpu"  # cpu | cuda | auto (cuda when available); bitwise claims hold on cpu
+    betas: tuple[float, float] = (0.9, 0.95)  # AdamW's
     # training-signal options (the task must honour them, `Task.signals`): a distance
-    # curriculum (`arbench.train.curriculum`) and dense supervision of every query
+    # curriculum (`arbench.train.curriculum`), dense supervision of every query, and a load
+    # schedule (`arbench.train.load_schedule`: bindings per batch, rung by rung)
     curriculum: CurriculumConfig | None = None
     dense: bool = False
+    load: LoadConfig | None = None
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
         d = dict(d)
         if d.get("curriculum") is not None and not isinstance(d["curriculum"], CurriculumConfig):
             d["curriculum"] = CurriculumConfig.from_dict(d["curriculum"])
+        if d.get("load") is not None and not isinstance(d["load"], LoadConfig):
+            d["load"] = LoadConfig.from_dict(d["load"])
+        if "betas" in d:
+            d["betas"] = tuple(float(b) for b in d["betas"])
         return cls(**d)
 
 
 # each training-signal option of `TrainConfig` and the `Signal` field it sets
-SIGNAL_FIELDS = {"dense": "dense", "curriculum": "gap"}
+SIGNAL_FIELDS = {"dense": "dense", "curriculum": "gap", "load": "load"}
 
 
 def check_signals(task: Task, cfg: TrainConfig) -> None:
@@ -131,7 +139,7 @@ def _optimizer(model: LanguageModel, cfg: TrainConfig) -> torch.optim.AdamW:
         {"params": decay, "weight_decay": cfg.weight_decay},
         {"params": rest, "weight_decay": 0.0},
     ]
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.95))
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=tuple(cfg.betas))
 
 
 def run_settings(
@@ -224,9 +232,10 @@ def _save_checkpoint(
     metrics: list[str],
     ramp: Curriculum | None,
     settings: dict[str, Any],
+    rungs: LoadSchedule | None = None,
 ) -> None:
-    """Model, optimizer, step, the metric lines so far, the curriculum's state and the run's
-    settings with their fingerprint, written atomically."""
+    """Model, optimizer, step, the metric lines so far, the curriculum's and the load
+    schedule's state and the run's settings with their fingerprint, written atomically."""
     buf = io.BytesIO()
     state = {
         "model": model.state_dict(),
@@ -237,6 +246,8 @@ def _save_checkpoint(
     }
     if ramp is not None:
         state["curriculum"] = ramp.state()
+    if rungs is not None:
+        state["load"] = rungs.state()
     torch.save({**state, "metrics": metrics}, buf)
     atomic_write_bytes(path, buf.getvalue())
 
@@ -286,6 +297,7 @@ def _train(
     say = progress or (lambda _: None)  # step lines; what the caller must know goes to `note`
     note = progress or _stderr
     ramp = None if cfg.curriculum is None else Curriculum(cfg.curriculum, cfg.steps)
+    rungs = None if cfg.load is None else LoadSchedule(cfg.load, cfg.steps)
     settings = run_settings(
         asdict(model_cfg), asdict(cfg), task_settings or _task_identity(task), seed
     )
@@ -315,6 +327,8 @@ def _train(
         start, lines = int(ck["step"]), list(ck["metrics"])
         if ramp is not None:
             ramp.load_state(ck["curriculum"])
+        if rungs is not None:
+            rungs.load_state(ck["load"])
         say(f"resumed from checkpoint at step {start}")
     # the metrics file always restarts from what the checkpoint vouches for
     metrics_path.write_text("".join(ln + "\n" for ln in lines))
@@ -330,10 +344,12 @@ def _train(
             for g in opt.param_groups:
                 g["lr"] = lr
             gap = None if ramp is None else ramp.gap(step)
-            if ramp is None and not cfg.dense:  # a task without signals need not take one
-                drawn = task.train_batch(seed, step, cfg.batch)
+            load = None if rungs is None else rungs.load(step)
+            if ramp is None and rungs is None and not cfg.dense:  # a task without signals
+                drawn = task.train_batch(seed, step, cfg.batch)  # need not take one
             else:
-                drawn = task.train_batch(seed, step, cfg.batch, Signal(gap=gap, dense=cfg.dense))
+                signal = Signal(gap=gap, dense=cfg.dense, load=load)
+                drawn = task.train_batch(seed, step, cfg.batch, signal)
             tokens, targets = drawn.tensors(device)
             loss, acc = masked_loss(model, tokens, targets)
             opt.zero_grad(set_to_none=True)
@@ -342,10 +358,12 @@ def _train(
             opt.step()
             if ramp is not None:
                 ramp.observe(step, acc.item())
+            if rungs is not None:
+                rungs.observe(step, acc.item())
             done = step + 1
             if done % cfg.log_every == 0 or done == cfg.steps:
                 last = {"loss": loss.item(), "acc": acc.item(), "grad_norm": gnorm.item()}
-                extra = {} if gap is None else {"gap": gap}
+                extra = {k: v for k, v in (("gap", gap), ("load", load)) if v is not None}
                 lines.append(json.dumps({"step": done, "lr": lr, **last, **extra}))
                 metrics.write(lines[-1] + "\n")
                 metrics.flush()
@@ -354,7 +372,7 @@ def _train(
                     f"({time.perf_counter() - t0:.0f}s)"
                 )
             if done % cfg.checkpoint_every == 0 or done == cfg.steps:
-                _save_checkpoint(ckpt_path, model, opt, done, lines, ramp, settings)
+                _save_checkpoint(ckpt_path, model, opt, done, lines, ramp, settings, rungs)
             if stop_after is not None and done >= stop_after and done < cfg.steps:
                 return {"stopped_at": done}
     wall = time.perf_counter() - t0
