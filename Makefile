@@ -67,6 +67,21 @@ KV_GPU_ARGS ?=
 kv-gpu-check: $(STAMP)
 	$(BIN)/python benchmarks/kvbench_gpu_slice.py --out $(KV_GPU_OUT) $(KV_GPU_ARGS)
 
+# The paper: every table and figure of a scale, compiled with paper/main.tex into
+# results[/<scale>]/paper.pdf. Not part of `make demo` (it needs LaTeX): `make latex` installs
+# Debian's TeX packages (as root). `make paper SCALE=paper` for the paper scale.
+SCALE ?= demo
+PAPER_ROOT := $(if $(filter paper,$(SCALE)),results,results/$(SCALE))
+.PHONY: paper latex
+paper: $(STAMP)
+	@command -v latexmk >/dev/null || command -v pdflatex >/dev/null || \
+	  { echo "make paper needs LaTeX: run make latex (Debian, as root) first"; exit 1; }
+	$(BIN)/snakemake --cores $(CORES) $(PAPER_ROOT)/paper.pdf --config scale=$(SCALE)
+
+latex:
+	command -v latexmk >/dev/null || { apt-get update -qq && apt-get install -y -qq \
+	  --no-install-recommends texlive-latex-base texlive-latex-recommended latexmk; }
+
 # Headless Chromium from Debian's packages, for the interactive page's browser test
 # (tests/report/test_interference_page.py skips, saying so, without it).
 .PHONY: browser

@@ -21,6 +21,7 @@ include: "rules/tables.smk"
 include: "rules/figures.smk"
 include: "rules/bench.smk"
 include: "rules/analysis.smk"
+include: "rules/claims.smk"
 
 
 # bookkeeping (stats, tables, figures, the benchmark's aggregation) runs in the main process
@@ -34,6 +35,7 @@ localrules:
     figure,
     bench_cells,
     release_index,
+    claims,
 
 
 rule all:

@@ -3,9 +3,42 @@ in both layouts (bars with contrasts; a sweep over lengths and answer types)."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+LATEX_MISSING = (
+    "no pdflatex: LaTeX not compiled (Debian: apt-get install texlive-latex-base "
+    "texlive-latex-recommended)"
+)
+MINIMAL = "\\documentclass{article}\\usepackage{booktabs}\\begin{document}\n%s\n\\end{document}\n"
+
+
+def _compile_tex(body: str, where: Path, name: str = "doc") -> str:
+    """Compile ``body`` in a minimal booktabs document; its log (the output on failure)."""
+    doc = where / f"{name}.tex"
+    doc.write_text(MINIMAL % body)
+    done = subprocess.run(
+        ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", doc.name],
+        cwd=where,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout[-3000:]
+    return (where / f"{name}.log").read_text(errors="replace")
+
+
+@pytest.fixture
+def compile_tex():
+    """`_compile_tex`, for a test that compiles LaTeX; the test skips without pdflatex."""
+    if not shutil.which("pdflatex"):
+        pytest.skip(LATEX_MISSING)
+    return _compile_tex
+
 
 BARS = {
     "title": "A factorial_like & table",

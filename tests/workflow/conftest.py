@@ -17,6 +17,8 @@ SNAKEMAKE = str(BIN / "snakemake")
 COPY = [
     "Snakefile",
     "config.yaml",
+    "claims.yaml",
+    "paper",
     "rules",
     "scripts",
     "schemas",

@@ -1,0 +1,492 @@
+"""The claim-by-claim report: each verdict rule on synthetic stats, the claims file's
+validation (a bad entry fails in one line naming the claim and the key), the rendered
+Markdown and LaTeX, and the real claims.yaml against the config and, where a smoke run's
+stats exist under results/smoke, against them."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from arbench import config
+from arbench.plan import Plan
+from arbench.report import claims as C
+
+ROOT = Path(__file__).resolve().parents[2]
+CLAIMS = ROOT / "claims.yaml"
+SMOKE_STATS = ROOT / "results" / "smoke" / "stats"
+
+
+def contrast(a: str, b: str, diff: float, p: float, n: int = 5, value: Any = None) -> dict:
+    return {
+        "a": a,
+        "b": b,
+        "value": value,
+        "diff": diff,
+        "p": p,
+        "exact": True,
+        "n_a": n,
+        "n_b": n,
+        "lock_in": {"n_a": n, "n_b": n, "rate_a": 0.8, "rate_b": 0.0, "p": 0.048},
+    }
+
+
+def arm(mean: float, n: int = 5, chance: bool = False, arm_name: str = "", value: Any = None):
+    return {
+        "mean": mean,
+        "n": n,
+        "chance": chance,
+        "arm": arm_name,
+        "value": value,
+        "scores": [mean] * n,
+        "lock_in": n if mean >= 0.9 else 0,
+    }
+
+
+STATS: dict[str, Any] = {
+    "experiment": "toy",
+    "scale": "test",
+    "arms": {
+        "armed-pairs16": arm(0.99, arm_name="armed", value=16),
+        "armed-pairs32": arm(0.95, arm_name="armed", value=32),
+        "plain-pairs16": arm(0.30, chance=True, arm_name="plain", value=16),
+        "plain-pairs32": arm(0.10, chance=True, arm_name="plain", value=32),
+    },
+    "contrasts": [
+        contrast("armed", "plain", 0.69, 0.008, value=16),
+        contrast("armed", "plain", 0.85, 0.008, value=32),
+        contrast("plain", "armed", -0.69, 0.6, n=1, value=16),
+    ],
+    "grid": {"key": "task.pairs", "leaf": "pairs", "values": [16, 32], "labels": ["16", "32"]},
+    "floors": {"value_marginal": 0.0385},
+    "skipped": {"arms": {"fused": "no CUDA here"}, "contrasts": [{"a": "fused", "b": "armed"}]},
+    "sweep": {
+        "configs": ["n32", "n64"],
+        "table": {"armed": {"n32": {"all": {"mean": 0.9, "n": 5}}}},
+    },
+    "series": [[0.5, 0.01], [0.25, 0.01]],
+}
+SOURCE = {"title": "the paper summary", "section": "§4"}
+
+
+def claim(**over: Any) -> dict[str, Any]:
+    base = {
+        "id": "toy_claim",
+        "claim": "A toy claim.",
+        "source": SOURCE,
+        "source_value": 0.7,
+        "experiment": "toy",
+        "statistic": "contrasts[a=armed,b=plain,value=16]/diff",
+        "p": "contrasts[a=armed,b=plain,value=16]/p",
+        "rule": "same_sign_significant",
+    }
+    base.update(over)
+    return {k: v for k, v in base.items() if v is not None}
+
+
+def parse(*entries: dict[str, Any], **top: Any) -> C.ClaimsFile:
+    doc = {"sources": ["the paper summary"], "claims": list(entries), **top}
+    return C.parse_claims(doc)
+
+
+def verdict(stats: dict[str, Any] = STATS, **over: Any) -> C.Result:
+    (c,) = parse(claim(**over)).claims
+    return C.evaluate_claim(c, stats, "test")
+
+
+# ------------------------------------------------------------------ the rules
+
+
+def test_same_sign_significant_reads_sign_and_p() -> None:
+    r = verdict()
+    assert r.verdict == C.REPRODUCED and r.values == [0.69] and r.p == [0.008]
+    assert r.n == "5 vs 5"
+    assert verdict(source_value=-0.7).verdict == C.NOT_REPRODUCED  # the other way round
+    flipped = copy.deepcopy(STATS)
+    flipped["contrasts"][0]["diff"] = -0.2
+    assert verdict(flipped).verdict == C.NOT_REPRODUCED
+    weak = copy.deepcopy(STATS)
+    weak["contrasts"][0]["p"] = 0.2
+    assert verdict(weak).verdict == C.NOT_REPRODUCED
+
+
+def test_a_test_that_cannot_reach_alpha_is_not_run() -> None:
+    r = verdict(
+        statistic="contrasts[a=plain,b=armed]/diff",
+        p="contrasts[a=plain,b=armed]/p",
+        rule="not_significant",
+    )
+    assert r.verdict == C.NOT_RUN and "n = 1 vs 1" in r.reason and r.values == [-0.69]
+    shown = verdict(
+        statistic="contrasts[a=plain,b=armed]/diff",
+        p="contrasts[a=plain,b=armed]/p",
+        rule="within",
+        source_value=-0.7,
+        tolerance=0.05,
+    )
+    assert shown.verdict == C.REPRODUCED and shown.p == [0.6]  # a p beside a within: shown only
+    assert C.smallest_p(1, 1) == 1.0 and C.smallest_p(4, 4) == pytest.approx(2 / 70)
+    assert C.smallest_p(10, 10) < 1e-4
+
+
+def test_not_significant() -> None:
+    stats = copy.deepcopy(STATS)
+    stats["contrasts"][0]["p"] = 0.4
+    assert verdict(stats, rule="not_significant").verdict == C.REPRODUCED
+    assert verdict(rule="not_significant").verdict == C.NOT_REPRODUCED
+
+
+def test_fan_out_must_hold_at_every_value() -> None:
+    every = {"statistic": "contrasts[a=armed,b=plain]/diff", "p": "contrasts[a=armed,b=plain]/p"}
+    r = verdict(**every)
+    assert r.verdict == C.REPRODUCED and r.values == [0.69, 0.85] and r.p == [0.008, 0.008]
+    stats = copy.deepcopy(STATS)
+    stats["contrasts"][1]["p"] = 0.3
+    assert verdict(stats, **every).verdict == C.NOT_REPRODUCED
+
+
+def test_within_at_least_at_most_and_holds() -> None:
+    base = {"p": None, "rule": "within", "statistic": "floors/value_marginal"}
+    assert verdict(**base, source_value=0.038, tolerance=0.001).verdict == C.REPRODUCED
+    assert verdict(**base, source_value=0.031, tolerance=0.001).verdict == C.NOT_REPRODUCED
+    assert verdict(**base, source_value="1/26", target=0.0385, tolerance=0).verdict == C.REPRODUCED
+    mean = {"p": None, "statistic": "arms/armed-pairs32/mean"}
+    assert verdict(**mean, rule="at_least", source_value=0.9).verdict == C.REPRODUCED
+    assert verdict(**mean, rule="at_least", source_value=0.99).verdict == C.NOT_REPRODUCED
+    assert verdict(**mean, rule="at_most", source_value="x", threshold=0.96).verdict == C.REPRODUCED
+    chance = {"p": None, "rule": "holds", "source_value": "chance"}
+    assert verdict(**chance, statistic="arms[arm=plain]/chance").verdict == C.REPRODUCED
+    assert verdict(**chance, statistic="arms[arm=armed]/chance").verdict == C.NOT_REPRODUCED
+
+
+def test_reducers() -> None:
+    both = ["arms/armed-pairs16/mean", "arms/armed-pairs32/mean"]
+    r = verdict(p=None, statistic=both, reduce="min", rule="at_least", source_value=0.95)
+    assert r.values == [0.95] and r.verdict == C.REPRODUCED and r.n == "5"
+    r = verdict(
+        p=None, statistic=both, reduce="diff", rule="within", source_value=0.04, tolerance=0.001
+    )
+    assert r.values[0] == pytest.approx(0.04) and r.verdict == C.REPRODUCED
+    ratio = ["series[-1][0]", "series[0][0]"]
+    r = verdict(p=None, statistic=ratio, reduce="ratio", rule="at_most", source_value=0.5)
+    assert r.values == [0.5] and r.verdict == C.REPRODUCED
+    r = verdict(
+        p=None,
+        statistic="arms/armed-pairs16/scores[*]",
+        reduce="max",
+        rule="at_least",
+        source_value=0.99,
+    )
+    assert r.verdict == C.REPRODUCED
+
+
+def test_ordering() -> None:
+    base = {
+        "p": None,
+        "rule": "ordering",
+        "source_value": "armed > plain",
+        "statistic": "arms/{arm}/mean",
+        "arms": ["armed-pairs16", "armed-pairs32", "plain-pairs16", "plain-pairs32"],
+    }
+    r = verdict(**base)
+    assert r.verdict == C.REPRODUCED and r.labels == base["arms"]
+    assert verdict(**{**base, "order": "ascending"}).verdict == C.NOT_REPRODUCED
+    swapped = {**base, "arms": ["plain-pairs32", "armed-pairs16"]}
+    assert verdict(**swapped).verdict == C.NOT_REPRODUCED  # the statistic goes the other way
+    tie = copy.deepcopy(STATS)
+    tie["arms"]["armed-pairs32"]["mean"] = 0.99
+    assert verdict(tie, **base).verdict == C.NOT_REPRODUCED
+    assert verdict(tie, **base, strict=False).verdict == C.REPRODUCED
+    # an arm this scale's grid lacks: dropped with its reason, or the claim is not run
+    wider = {**base, "arms": ["armed-pairs8", *base["arms"]]}
+    assert verdict(**wider).verdict == C.NOT_RUN
+    r = verdict(**wider, skip_missing=True)
+    assert r.verdict == C.REPRODUCED and "pairs = 8 not in this scale's grid" in r.reason
+    only_one = {**base, "arms": ["armed-pairs8", "armed-pairs16"], "skip_missing": True}
+    assert verdict(**only_one).verdict == C.NOT_RUN
+
+
+def test_rank_correlation() -> None:
+    """The arms' statistics against the source's values: agreeing ranks reproduce, reversed
+    ones do not, and too few arms at this scale is not run."""
+    base = {
+        "p": None,
+        "rule": "rank_correlation",
+        "source_value": "the table's column",
+        "statistic": "arms/{arm}/mean",
+        "threshold": 0.7,
+        "source_values": {"armed-pairs16": 99.0, "armed-pairs32": 90.0, "plain-pairs16": 40.0,
+                          "plain-pairs32": 1.0},
+    }  # fmt: skip
+    r = verdict(**base)
+    assert r.verdict == C.REPRODUCED and r.rho == pytest.approx(1.0)
+    assert "rho = 1.00 over 4 arms" in C.row(r)["ours"]
+    flipped = {**base, "source_values": {k: -v for k, v in base["source_values"].items()}}
+    r = verdict(**flipped)
+    assert r.verdict == C.NOT_REPRODUCED and r.rho == pytest.approx(-1.0)
+    missing = {**base, "source_values": {"armed-pairs8": 1.0, "armed-pairs16": 2.0,
+                                         "plain-pairs16": 3.0}, "skip_missing": True}  # fmt: skip
+    assert verdict(**missing).verdict == C.NOT_RUN  # two arms left: no rho
+    with pytest.raises(C.ClaimError, match="toy_claim: threshold"):
+        verdict(**{**base, "threshold": None})
+    with pytest.raises(C.ClaimError, match="toy_claim: source_values"):
+        verdict(**{**base, "source_values": {"a": 1.0, "b": 2.0}})
+
+
+# ------------------------------------------------------------------ not run at this scale
+
+
+def test_what_this_scale_does_not_run_is_not_run() -> None:
+    cases = {
+        "contrasts[a=armed,b=plain,value=64]/diff": "pairs = 64 not in this scale's grid",
+        "arms/armed-pairs64/mean": "pairs = 64 not in this scale's grid",
+        "arms/fused-pairs16/mean": "arm fused not run: no CUDA here",
+        "contrasts[a=fused,b=armed]/diff": "arm fused not run",
+        "sweep/table/armed/n4096/all/mean": "n4096 not evaluated at this scale",
+        "sweep/table/armed/n64/all/mean": "n64 not evaluated for this arm",
+    }
+    for path, why in cases.items():
+        r = verdict(p=None, statistic=path, rule="at_least", source_value=0.5)
+        assert r.verdict == C.NOT_RUN and why in r.reason, (path, r.reason)
+
+
+def test_a_wrong_path_is_an_error_naming_the_claim() -> None:
+    for path in ("arms/armd-pairs16/mean", "contrasts[a=armed,b=nobody]/diff", "floors/nope"):
+        with pytest.raises(C.ClaimError, match="claim toy_claim: statistic path"):
+            verdict(p=None, statistic=path, rule="at_least", source_value=0.5)
+    with pytest.raises(C.ClaimError, match="expected a number"):
+        verdict(p=None, statistic="arms/armed-pairs16", rule="at_least", source_value=0.5)
+
+
+def test_a_missing_experiment_or_stats_file_is_not_run(tmp_path: Path) -> None:
+    (tmp_path / "stats").mkdir()
+    (tmp_path / "stats" / "toy.json").write_text(json.dumps(STATS))
+    cf = parse(
+        claim(),
+        claim(id="elsewhere", experiment="kv"),
+        claim(id="absent", experiment="gone"),
+        pending_experiments={"kv": "not in the config yet"},
+    )
+    planned = {"toy_claim": "stats/toy.json", "elsewhere": None, "absent": "stats/gone.json"}
+    got = {r.claim.id: r for r in C.evaluate(cf, tmp_path, "test", planned)}
+    assert got["toy_claim"].verdict == C.REPRODUCED
+    assert got["toy_claim"].refs == ["tables/toy.tex", "figures/toy.png"]
+    assert got["elsewhere"].verdict == C.NOT_RUN
+    assert "experiment kv is not in the config (not in the config yet)" in got["elsewhere"].reason
+    assert got["absent"].verdict == C.NOT_RUN and "no stats/gone.json" in got["absent"].reason
+    # without a plan every claim's own file is read where it exists
+    unplanned = {r.claim.id: r.verdict for r in C.evaluate(cf, tmp_path, "test")}
+    assert unplanned == {"toy_claim": C.REPRODUCED, "elsewhere": C.NOT_RUN, "absent": C.NOT_RUN}
+
+
+# ------------------------------------------------------------------ validation
+
+
+BAD = [
+    ({"rule": "roughly"}, "rule", "unknown rule 'roughly'"),
+    ({"statistic": None}, "statistic", "missing"),
+    ({"statistic": "arms/[x"}, "statistic", "malformed"),
+    ({"statistic": "contrasts[a]/diff"}, "statistic", "expected k=v"),
+    ({"p": None}, "p", "needs the path of the p-value"),
+    ({"rule": "within", "p": None}, "tolerance", "needs a tolerance"),
+    ({"rule": "at_least", "p": None, "source_value": "lots"}, "threshold", "give threshold"),
+    ({"source_value": "bigger"}, "sign", "give sign"),
+    ({"colour": "red"}, "colour", "unknown key"),
+    ({"source": {"title": "a blog", "section": "1"}}, "source", "not one of the sources"),
+    ({"rule": "ordering", "p": None, "arms": ["a", "b"]}, "statistic", "names {arm}"),
+    (
+        {"rule": "ordering", "p": None, "statistic": "arms/{arm}/mean", "arms": ["a"]},
+        "arms",
+        "at least two",
+    ),
+    ({"statistic": "arms/{arm}/mean"}, "statistic", "{arm} only in an ordering"),
+    ({"reduce": "median"}, "reduce", "unknown reducer"),
+    ({"reduce": "diff"}, "reduce", "exactly two paths"),
+    ({"release": "passkey_swar"}, "experiment", "exactly one of experiment or release"),
+]
+
+
+@pytest.mark.parametrize("over, key, problem", BAD, ids=[b[1] + ":" + b[2] for b in BAD])
+def test_a_bad_entry_fails_in_one_line_naming_id_and_key(over, key, problem) -> None:
+    with pytest.raises(C.ClaimError) as err:
+        parse(claim(**over))
+    msg = str(err.value)
+    assert "\n" not in msg
+    assert f"claim toy_claim: {key}:" in msg and problem in msg
+
+
+def test_ids_are_unique_and_named() -> None:
+    with pytest.raises(C.ClaimError, match="claim toy_claim: id: declared twice"):
+        parse(claim(), claim())
+    with pytest.raises(C.ClaimError, match=r"claim #1: id"):
+        parse(claim(id="Bad Id"))
+
+
+def test_a_broken_yaml_file_fails_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "claims.yaml"
+    path.write_text("claims:\n  - id: x\n    claim: a: b: c\n")
+    with pytest.raises(C.ClaimError) as err:
+        C.load_claims(path)
+    assert "\n" not in str(err.value) and "claims.yaml: not valid YAML" in str(err.value)
+
+
+# ------------------------------------------------------------------ rendering
+
+
+def _results() -> list[C.Result]:
+    cf = parse(
+        claim(claim="Convolution & decay: 50% of the_gain > noise", source_value=0.7),
+        claim(
+            id="grid_miss",
+            statistic="arms/armed-pairs64/mean",
+            p=None,
+            rule="at_least",
+            source_value=0.9,
+            note="a caveat | with a pipe",
+        ),
+        claim(id="pending", experiment="kv"),
+    )
+    planned = {"toy_claim": "stats/toy.json", "grid_miss": "stats/toy.json", "pending": None}
+    out = []
+    for c in cf.claims:
+        if planned[c.id] is None:
+            out.append(
+                C.Result(c, C.NOT_RUN, scale="test", reason="experiment kv is not in the config")
+            )
+        else:
+            r = C.evaluate_claim(c, STATS, "test")
+            r.refs = C.default_refs(c)
+            out.append(r)
+    return out
+
+
+def test_markdown_lists_every_claim_with_its_verdict_and_links() -> None:
+    md = C.render_markdown(_results(), "test")
+    assert "3 claims:\n1 reproduced, 0 not reproduced,\n2 not run at this scale." in md
+    row = next(line for line in md.splitlines() if line.startswith("| `toy_claim`"))
+    cells = [c.strip() for c in row.strip("|").split(" | ")]
+    assert cells[3] == "0.7" and cells[4] == "+0.690 (n=5 vs 5, test)" and cells[5] == "0.008"
+    assert "**reproduced**" in row and "[toy.tex](tables/toy.tex)" in row
+    assert "[toy.png](figures/toy.png)" in row
+    miss = next(line for line in md.splitlines() if line.startswith("| `grid_miss`"))
+    assert "**not run at this scale**: pairs = 64 not in this scale's grid" in miss
+    assert r"a caveat \| with a pipe" in miss  # a pipe would split the Markdown cell
+    assert "| `pending` |" in md and "experiment kv is not in the config" in md
+
+
+def test_latex_escapes_and_references() -> None:
+    tex = C.render_tex(_results(), "test")
+    assert r"Convolution \& decay: 50\% of the\_\allowbreak{}gain $>$ noise" in tex
+    assert r"\providecommand{\claimref}[3]{\texttt{#3}}" in tex
+    assert r"\claimref{Table}{tab:toy}{tables/\allowbreak{}toy.tex}" in tex
+    assert r"\claimref{Figure}{fig:toy}{figures/\allowbreak{}toy.png}" in tex
+    assert tex.count(r"\begin{table}") == 1 and r"\label{tab:claims}" in tex
+    assert r"\toprule" in tex and r"\bottomrule" in tex and "p{0.35\\linewidth}" in tex
+    assert "Of 3 claims, 1 are reproduced, 0 not reproduced and 2 not run at this scale." in tex
+    assert r"\S{}4" in tex and "§" not in tex
+
+
+def test_a_long_list_splits_into_floats_per_source() -> None:
+    many = [C.Result(_results()[0].claim, C.REPRODUCED, values=[1.0]) for _ in range(30)]
+    tex = C.render_tex(many, "test", rows_per_table=14)
+    assert tex.count(r"\begin{table}") == 3 and "(part 3 of 3)" in tex
+    assert tex.count(r"\label{tab:claims}") == 1
+
+
+# ------------------------------------------------------------------ the real claims file
+
+
+def _plan(scale: str) -> Plan:
+    return Plan(config.resolve(config.read_config([ROOT / "config.yaml"], {"scale": scale})))
+
+
+def test_the_claims_file_loads_and_names_what_the_config_runs() -> None:
+    cf = C.load_claims(CLAIMS)
+    assert len(cf.claims) >= 40
+    plan = _plan("paper")
+    planned = C.planned_stats(cf, plan)
+    for c in cf.claims:
+        assert c.rule in C.RULES
+        if c.release:
+            assert c.release in plan.releases, c.id
+            assert planned[c.id] is not None, f"{c.id}: {c.file} is not a file the release writes"
+        elif c.experiment not in cf.pending:
+            assert planned[c.id] is not None, (
+                f"{c.id}: {c.experiment} is neither in the config nor pending"
+            )
+    titles = {c.source_title for c in cf.claims}
+    assert titles == set(cf.sources)  # every source has claims
+
+
+def _names(path: str) -> tuple[list[str], list[tuple[str, Any]]]:
+    """The arm-like keys and the selector fields of a statistic path."""
+    keys, fields = [], []
+    steps = C.parse_path(path)
+    for prev, step in zip([None, *steps], steps, strict=False):
+        if (
+            step.kind == "key"
+            and prev is not None
+            and prev.kind == "key"
+            and prev.key in ("arms", "table")
+        ):
+            keys.append(step.key)
+        fields += list(step.fields)
+    return keys, fields
+
+
+def test_every_arm_and_grid_value_a_claim_names_is_in_the_paper_config() -> None:
+    """So that "not run at this scale" never hides a typo: at paper scale every arm a claim
+    names is an arm (or run arm) of its experiment, and every grid value one of its grid's."""
+    cf = C.load_claims(CLAIMS)
+    exps = _plan("paper").experiments
+    for c in cf.claims:
+        if c.experiment not in exps:
+            continue
+        exp = exps[c.experiment]
+        # an arm this machine cannot build is in the resolved config's skipped arms
+        arms = (
+            set(exp["arms"])
+            | set(config.run_arms(exp))
+            | set(exp.get("skipped", {}).get("arms", {}))
+        )
+        values = exp.get("grid", {}).get("values", [])
+        for path in [*c.statistic, *c.p]:
+            for arm_name in c.arms or [None]:
+                keys, fields = _names(path.replace("{arm}", arm_name) if arm_name else path)
+                for key in keys:
+                    assert key in arms, f"{c.id}: {key!r} is not an arm of {c.experiment}"
+                for k, v in fields:
+                    if k in ("a", "b", "arm"):
+                        assert v in arms, f"{c.id}: {v!r} is not an arm of {c.experiment}"
+                    if k == "value":
+                        assert v in values, f"{c.id}: {k}={v} is not in the paper grid"
+
+
+def test_every_claim_resolves_on_a_smoke_run_when_there_is_one() -> None:
+    if not SMOKE_STATS.is_dir() or not any(SMOKE_STATS.glob("*.json")):
+        pytest.skip("no smoke run under results/smoke/stats (snakemake --config scale=smoke)")
+    cf = C.load_claims(CLAIMS)
+    plan = _plan("smoke")
+    results = C.evaluate(cf, ROOT / plan.root, "smoke", C.planned_stats(cf, plan))  # no error
+    read = [r for r in results if r.values]
+    assert read, "no claim read a value from the smoke stats"
+    for r in results:
+        assert r.verdict in (C.REPRODUCED, C.NOT_REPRODUCED, C.NOT_RUN)
+        if r.verdict == C.NOT_RUN:
+            assert r.reason, r.claim.id
+
+
+def test_the_config_schema_and_claims_agree_on_the_release_files() -> None:
+    doc = yaml.safe_load(CLAIMS.read_text())
+    files = {c["file"] for c in doc["claims"] if "release" in c}
+    plan = _plan("demo")
+    written = {
+        str(Path(p).relative_to(plan.release_dir("passkey_swar")))
+        for p in [*plan.release_sidecars("passkey_swar"), *plan.release_index_files("passkey_swar")]
+    } | {"oracle_report.json"}
+    assert files <= written
