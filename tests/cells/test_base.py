@@ -50,7 +50,7 @@ def test_option_names_are_the_constructor_keywords() -> None:
     delta = CELLS["delta_rule"].option_names()
     shape = {"conv", "decay", "heads", "d_k", "d_v", "conv_kernel", "chunk_size"}
     parameterisation = {"qk_bias", "qk_bias_axis", "key_bias", "feature_map", "qk_norm"}
-    parameterisation |= {"key_norm", "beta_range", "beta_bias", "decay_bias"}
+    parameterisation |= {"key_norm", "beta_range", "beta_bias", "decay_bias", "decay_init"}
     assert shape | parameterisation == delta
     assert "convv" not in delta and "d_model" not in delta and "self" not in delta
     # a preset forwards **options to its parent: the parent's keywords are accepted

@@ -136,6 +136,29 @@ def test_constant_decay_is_input_independent_and_forms_agree(heads: int) -> None
         build_cell("delta_rule", 32, decay="sometimes")
 
 
+def test_constant_decay_init_sets_the_initial_retentions() -> None:
+    """decay_init: the pilot's settings (0.9999 for one head, a spread for four) are the
+    initial sigmoid(decay_logit); None keeps the default; bad values fail naming the option."""
+    one = build_cell("delta_rule", 32, heads=1, decay="constant", decay_init=0.9999)
+    assert abs(float(torch.sigmoid(one.decay_logit.detach().double())) - 0.9999) < 1e-6
+    spread = [0.88, 0.975, 0.995, 0.9999]
+    four = build_cell(
+        "delta_rule", 64, heads=4, d_k=16, d_v=16, decay="constant", decay_init=spread
+    )
+    a = torch.sigmoid(four.decay_logit.detach().double())
+    assert torch.allclose(a, torch.tensor(spread, dtype=a.dtype), atol=1e-6)
+    default = build_cell("delta_rule", 32, heads=4, decay="constant")
+    assert torch.equal(default.decay_logit.detach(), torch.linspace(2.0, 7.0, 4))
+    for bad, message in [
+        (1.5, r"decay_init: each value must be in \(0, 1\)"),
+        ([0.9, 0.9], "decay_init: 2 values for 4 heads"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            build_cell("delta_rule", 32, heads=4, decay="constant", decay_init=bad)
+    with pytest.raises(ValueError, match="decay_init needs decay: constant"):
+        build_cell("delta_rule", 32, decay=True, decay_init=0.9)
+
+
 # The parameterisation knobs the fidelity pilots toggle (docs/PROTOCOL.md): both forms still
 # agree, forward and gradients, with every knob away from its default.
 KNOBS = [

@@ -5,6 +5,11 @@ q and k are L2-normalised per head (so q . k_s is a cosine similarity and S grow
 keys); optionally a causal depthwise short convolution + SiLU is applied to the projected q, k, v
 first. The per-head output is RMS-normalised (learned gain) before the output projection,
 because the unforgetting sum grows with sequence length.
+
+`decay: constant` adds one learned, input-independent decay per head, S_t = a_h S_{t-1} +
+k_t v_t^T with a_h = sigmoid(logit_h) (no delta-rule erase: the state only decays and adds);
+`decay_init` sets the initial a_h (a float for every head, or one per head; None: sigmoid(3)
+for one head, sigmoid(linspace(2, 7)) for several, as delta_rule's `decay: constant`).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from arbench.cells.base import (
     register,
     split_heads,
 )
+from arbench.cells.constant_decay import initial_logits
 from arbench.cells.short_conv import ShortConv
 from arbench.kernels.scalar_decay import scalar_decay_chunked, scalar_decay_recurrent
 
@@ -41,8 +47,14 @@ class AdditiveCell(SequenceMixer):
         conv: bool = False,
         conv_kernel: int = 4,
         chunk_size: int = 32,
+        decay: bool | str = False,
+        decay_init: float | list[float] | None = None,
     ) -> None:
         super().__init__()
+        if decay not in (False, "constant"):
+            raise ValueError(f"decay must be false or 'constant', got {decay!r}")
+        if decay_init is not None and decay != "constant":
+            raise ValueError("decay_init needs decay: constant")
         if d_model % heads and (d_k is None or d_v is None):
             raise ValueError(f"d_model={d_model} not divisible by heads={heads}")
         self.d_model = d_model
@@ -57,6 +69,9 @@ class AdditiveCell(SequenceMixer):
         self.v_proj = nn.Linear(d_model, hv, bias=False)
         if conv:
             self.conv = ShortConv(2 * hk + hv, conv_kernel)
+        self.use_decay = decay
+        if decay == "constant":
+            self.decay_logit = nn.Parameter(initial_logits(heads, decay_init))
         self.out_norm = nn.RMSNorm(self.d_v, eps=1e-6)
         self.out_proj = nn.Linear(hv, d_model, bias=False)
 
@@ -65,7 +80,8 @@ class AdditiveCell(SequenceMixer):
         return self.heads * self.d_k * self.d_v
 
     def prepare(self, x: torch.Tensor, state: State | None) -> tuple[tuple, dict]:
-        """Project, (convolve,) normalise: kernel args (q, k, v, None, S0); state dict(S, conv)."""
+        """Project, (convolve,) normalise: kernel args (q, k, v, log_decay, S0), log_decay None
+        without decay; state dict(S, conv)."""
         s0 = None if state is None else state["S"]
         tail = None if state is None else state["conv"]
         q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
@@ -77,7 +93,11 @@ class AdditiveCell(SequenceMixer):
         q = l2_normalize(split_heads(q, self.heads))
         k = l2_normalize(split_heads(k, self.heads))
         v = split_heads(v, self.heads)
-        return (q, k, v, None, s0), {"conv": new_tail}
+        log_decay = None
+        if self.use_decay:
+            b, t, _ = x.shape
+            log_decay = F.logsigmoid(self.decay_logit)[None, :, None].expand(b, -1, t)
+        return (q, k, v, log_decay, s0), {"conv": new_tail}
 
     def kernel(self, form: Form) -> Kernel:
         return pick_form(form, scalar_decay_chunked, scalar_decay_recurrent, self.chunk_size)

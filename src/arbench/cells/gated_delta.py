@@ -26,6 +26,7 @@ from arbench.cells.base import (
     register,
     split_heads,
 )
+from arbench.cells.constant_decay import initial_logits
 from arbench.cells.short_conv import ShortConv
 from arbench.kernels.delta_rule import delta_rule_chunked, delta_rule_recurrent
 from arbench.kernels.diagonal import diagonal_chunked, diagonal_recurrent
@@ -55,7 +56,8 @@ class GatedDeltaCell(SequenceMixer):
     `key_bias` a bias on k alone (default init); `feature_map` a map on q and k
     (`FEATURE_MAPS`); `qk_norm` L2-normalises q and k (`key_norm` "max" scales k by its
     largest entry instead); beta = `beta_range` * sigmoid(linear + `beta_bias`);
-    `decay_bias` initialises the decay gate's bias.
+    `decay_bias` initialises the decay gate's bias; `decay_init` the initial retentions of
+    `decay: constant` (a float, or one per head; default sigmoid(3) or sigmoid(linspace(2, 7))).
     """
 
     transition: ClassVar[str] = "delta"
@@ -79,8 +81,11 @@ class GatedDeltaCell(SequenceMixer):
         beta_range: float = 1.0,
         beta_bias: float | None = None,
         decay_bias: float = DECAY_BIAS_INIT,
+        decay_init: float | list[float] | None = None,
     ) -> None:
         super().__init__()
+        if decay_init is not None and decay != "constant":
+            raise ValueError("decay_init needs decay: constant")
         if decay not in (False, True, "constant"):
             raise ValueError(f"decay must be false, true or 'constant', got {decay!r}")
         if d_model % heads and (d_k is None or d_v is None):
@@ -128,8 +133,7 @@ class GatedDeltaCell(SequenceMixer):
         if decay == "constant":
             # one learned, input-independent decay per head; initial values spread from
             # fast forgetting to near-retention so heads can specialise
-            init = torch.linspace(2.0, 7.0, heads) if heads > 1 else torch.tensor([3.0])
-            self.decay_logit = nn.Parameter(init)
+            self.decay_logit = nn.Parameter(initial_logits(heads, decay_init))
         elif decay:
             self.decay_proj = nn.Linear(d_model, heads)
             nn.init.constant_(self.decay_proj.bias, decay_bias)

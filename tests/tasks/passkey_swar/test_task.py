@@ -12,6 +12,7 @@ import torch
 
 from arbench.models import ModelConfig, build_model
 from arbench.tasks import IGNORE, build_task, task_class
+from arbench.tasks.base import Signal
 from arbench.tasks.passkey_swar.generator import Params
 from arbench.tasks.passkey_swar.oracle import check_table
 from arbench.tasks.passkey_swar.release import write_split
@@ -68,6 +69,46 @@ def test_batches_are_pure_functions_of_seed_and_step(data: Path) -> None:
     assert (a.targets != IGNORE).any()
     tokens, targets = a.tensors()
     assert tokens.dtype == targets.dtype == torch.int64
+
+
+def _reference_batch(data: Path, configs: list[int], seed: int, step: int, batch: int):
+    """The draw as it was before the load signal: config, then rows, from (seed, step)."""
+    rng = np.random.default_rng(np.random.SeedSequence([0, seed, step]))
+    N = configs[int(rng.integers(len(configs)))]
+    split = load_split(str(data), N, "train")
+    rows = rng.integers(0, len(split.tokens), size=batch)
+    width = int(split.lengths[rows].max())
+    return N, split.tokens[rows, :width], split.targets[rows, :width]
+
+
+def test_without_a_load_batches_are_unchanged(data: Path) -> None:
+    """No signal, or a signal without a load: byte-identical to the pre-signal draw."""
+    task = build_task(_settings([32, 64], [128]), data)
+    assert task.signals == frozenset({"load"})
+    seen = set()
+    for step in range(12):
+        N, tokens, targets = _reference_batch(data, [32, 64], 3, step, 8)
+        seen.add(N)
+        for b in (task.train_batch(3, step, 8), task.train_batch(3, step, 8, Signal())):
+            assert b.tokens.dtype == tokens.dtype and b.tokens.tobytes() == tokens.tobytes()
+            assert b.targets.tobytes() == targets.tobytes()
+    assert seen == {32, 64}
+
+
+def test_a_load_restricts_the_configs_drawn(data: Path) -> None:
+    """load = the largest N a batch may draw: 32 -> n32 only; 64 (or more) -> all configs."""
+    task = build_task(_settings([32, 64], [128]), data)
+    for step in range(12):
+        _, tokens, targets = _reference_batch(data, [32], 3, step, 8)
+        b = task.train_batch(3, step, 8, Signal(load=32))
+        assert b.tokens.tobytes() == tokens.tobytes() and b.targets.tobytes() == targets.tobytes()
+        for load in (64, 128):
+            _, tokens, _ = _reference_batch(data, [32, 64], 3, step, 8)
+            assert task.train_batch(3, step, 8, Signal(load=load)).tokens.tobytes() == (
+                tokens.tobytes()
+            )
+    with pytest.raises(ValueError, match="train.load: load 16 is below every"):
+        task.train_batch(3, 0, 8, Signal(load=16))
 
 
 def test_streaming_evaluation_equals_one_pass(data: Path) -> None:

@@ -143,13 +143,19 @@ class StudySettings:
 
 @register_task
 class PasskeySwarTask(Task):
-    """Batches from the released train configs; evaluation over every validation config."""
+    """Batches from the released train configs; evaluation over every validation config.
+
+    A load schedule (``train.load``) sets each batch's largest number of writes: the batch
+    draws its config from the train configs with N <= load (a length curriculum), e.g.
+    ``{values: [32, 64, 128], until: [0.5, 0.75]}`` trains on n32, then n32/n64, then up to
+    n128. Without it every train config can be drawn."""
 
     name = "passkey_swar"
     data = "release"
     layout = "sweep"
     release = PasskeySwarRelease()
     release_keys = ("params", "train_configs", "eval_configs")
+    signals = frozenset({"load"})
     settings_class = StudySettings  # its task block's keys and types (the config checks them)
 
     def __init__(
@@ -186,9 +192,18 @@ class PasskeySwarTask(Task):
         return load_split(self.data_dir, N, split)
 
     def train_batch(self, seed: int, step: int, batch: int, signal: Signal | None = None) -> Batch:
-        """A batch from one train config, both drawn from (seed, step) alone."""
+        """A batch from one train config, both drawn from (seed, step) alone; a signal's load
+        restricts the draw to the train configs with N <= load."""
         rng = np.random.default_rng(np.random.SeedSequence([0, seed, step]))
-        N = self.train_configs[int(rng.integers(len(self.train_configs)))]
+        configs = self.train_configs
+        if signal is not None and signal.load is not None:
+            configs = [n for n in configs if n <= signal.load]
+            if not configs:
+                raise ValueError(
+                    f"train.load: load {signal.load} is below every passkey_swar train config "
+                    f"{self.train_configs}"
+                )
+        N = configs[int(rng.integers(len(configs)))]
         split = self._split(N, "train")
         rows = rng.integers(0, len(split.tokens), size=batch)
         width = int(split.lengths[rows].max())
