@@ -22,6 +22,8 @@ include: "rules/figures.smk"
 include: "rules/bench.smk"
 include: "rules/analysis.smk"
 include: "rules/claims.smk"
+include: "rules/corpus.smk"
+include: "rules/lattice.smk"
 
 
 # bookkeeping (stats, tables, figures, the benchmark's aggregation) runs in the main process
@@ -36,6 +38,7 @@ localrules:
     bench_cells,
     release_index,
     claims,
+    lattice_report,
 
 
 rule all:

@@ -4,9 +4,13 @@
 #            point of a grid over a task setting: arbench.plan), then the oracle checks it and
 #            a sample of every seed's training stream (batches are drawn on the fly);
 #   release  a published file set, one job per (subset, split), then one validation job.
+from arbench.tasks import build_task  # noqa: E402
 
 
 rule eval_set:
+    input:
+        # files the task reads besides its settings (a corpus: rules/corpus.smk builds it)
+        lambda wc: build_task(PLAN.datasets[wc.dataset]["task"]).input_files(),
     output:
         f"{R}/datasets/{{dataset}}/eval.npz",
     log:

@@ -31,7 +31,7 @@ from pathlib import Path
 PACKAGE = "bible-kjv"  # depends on bible-kjv-text, which holds the text itself
 PROGRAM = "bible"
 SPAN = "gen1:1-rev22:21"
-DEFAULT_OUT = Path(__file__).resolve().parent.parent / "results" / "corpora" / "kjv.txt"
+DEFAULT_OUT = Path(__file__).resolve().parent.parent / "data" / "corpora" / "kjv.txt"
 # what `fetch` writes from bible-kjv 4.38 (Debian 12); another version may differ
 KNOWN_SHA256 = "8f1089e589c882e61bc2a618fb6e3fe598f19eec748ddd6f1f994b2a9644d9c8"
 

@@ -676,6 +676,19 @@ def _check_signals(where: str, task: Any, train: dict[str, Any]) -> None:
         raise ConfigError(f"{where}: {e}") from None
 
 
+def _check_spread(where: str, task: Any, train: dict[str, Any], spec: dict[str, Any]) -> None:
+    """A run arm's address-spread regulariser (train.spread) applies: its task marks its keys
+    and its cell is a lattice layer (`arbench.train.spread.check_spread`)."""
+    from arbench.train.spread import SpreadConfig, check_spread
+
+    if train.get("spread") is None:
+        return
+    try:
+        check_spread(task, SpreadConfig.from_dict(train["spread"]), spec.get("cell"))
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"{where}: {e}") from None
+
+
 def semantic_checks(cfg: dict[str, Any]) -> None:
     """Checks a schema cannot express; raise ConfigError naming the key."""
     from arbench.tasks import build_task, task_class
@@ -704,6 +717,8 @@ def semantic_checks(cfg: dict[str, Any]) -> None:
                     f"{where}.train.warmup={tr['warmup']} must be < steps={tr['steps']}{at}"
                 )
             _check_signals(f"{where} (run arm {run_arm})", task, tr)
+            spec = exp["arms"][points[run_arm][0]]
+            _check_spread(f"{where} (run arm {run_arm})", task, tr, spec)
         for arm in exp["arms"]:
             _check_arm(where, exp, arm)
         for i, c in enumerate(exp.get("contrasts", [])):

@@ -318,8 +318,11 @@ class Plan:
 
     def targets(self) -> list[str]:
         """Everything `rule all` builds: every experiment's table and figure, the cell table,
-        the benchmark, the interference study, the score-variance study and the claim-by-claim
-        report (claims.md and its table)."""
+        the benchmark, the interference study, the score-variance study, the claim-by-claim
+        report (claims.md and its table) and, where the config holds its three studies, the
+        lattice-memory table and figure (`arbench.report.lattice`)."""
+        from arbench.report.lattice import STUDIES as LATTICE
+
         out = [f"{self.root}/tables/{name}.tex" for name in ("cells", "floors")]
         out += [f"{self.root}/bench/cells.{ext}" for ext in ("json", "png")]
         out += [f"{self.root}/figures/interference.{ext}" for ext in ("pdf", "png", "html")]
@@ -328,4 +331,7 @@ class Plan:
             out += [f"{self.root}/tables/{name}.tex"]
             out += [f"{self.root}/figures/{name}.{ext}" for ext in ("pdf", "png")]
         out += [f"{self.root}/claims.md", f"{self.root}/tables/claims.tex"]
+        if set(LATTICE.values()) <= set(self.experiments):
+            out += [f"{self.root}/tables/lattice.tex"]
+            out += [f"{self.root}/figures/lattice.{ext}" for ext in ("pdf", "png")]
         return out

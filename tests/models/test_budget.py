@@ -39,3 +39,13 @@ def test_impossible_budget_is_an_error() -> None:
         fit("delta_rule", 130, state_per_layer=1000)
     with pytest.raises(KeyError, match="unknown cell"):
         fit("lstm", 130)
+
+
+@pytest.mark.parametrize(("state", "width"), [(64, 16), (256, 16), (1024, 32), (4096, 64)])
+def test_the_lattice_prefers_values_of_four_or_more(state: int, width: int) -> None:
+    """At the frontier's smallest states the lattice is a small grid of d_v >= 4 vectors
+    (state 64: 4x4 cells of 4 numbers), never a larger grid storing one number per cell."""
+    chosen = fit("lattice", 130, state_per_layer=state, d_model=width, conv=True)
+    assert chosen.state_per_layer == state and chosen.options["d_v"] >= 4
+    if state == 64:
+        assert chosen.options == {"heads": 1, "addr_scale": 0.5, "d_v": 4, "conv": True}

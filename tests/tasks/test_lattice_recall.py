@@ -11,11 +11,13 @@ from arbench.tasks import IGNORE, build_task
 from arbench.tasks.base import load_eval_set, save_eval_set, stream_rng
 from arbench.tasks.lattice_recall import (
     LatticeConfig,
+    LatticeRecallTask,
     floors,
     generate,
     heldout,
     oracle_check,
     query_info,
+    with_headline,
 )
 
 SMALL = {"n_keys": 64, "n_values": 64}
@@ -259,3 +261,26 @@ def test_evaluate_runs_a_real_model(tmp_path) -> None:
     model = build_model(ModelConfig(vocab_size=task.vocab_size, d_model=8, layers=1), 0)
     scores = task.evaluate(model)
     assert 0.0 <= scores["accuracy"] <= 1.0 and scores["accuracy_updated"] is None
+
+
+def test_batches_mark_the_store_pass_keys() -> None:
+    """key_positions: where the address-spread regulariser reads the keys' write addresses."""
+    cfg = LatticeConfig(pairs=5, filler=2, overwrite=0.4, n_keys=32, n_values=32)
+    batch = generate(cfg, 3, np.random.default_rng(1))
+    assert batch.key_positions.shape == (3, 5)
+    assert (batch.key_positions == np.arange(5) * cfg.block + 2).all()
+    keys = np.take_along_axis(batch.tokens, batch.key_positions, axis=1)
+    info = query_info(batch.tokens, cfg)
+    assert all(set(info.key[r]) == set(keys[r]) for r in range(3))  # every stored key asked
+
+
+def test_the_headline_option_reports_updated_or_untouched_keys() -> None:
+    out = {"accuracy": 0.8, "accuracy_updated": 0.5, "accuracy_untouched": 0.9}
+    assert with_headline(out, "all") == out
+    assert with_headline(out, "updated") == {**out, "accuracy": 0.5, "accuracy_all": 0.8}
+    assert with_headline(out, "untouched")["accuracy"] == 0.9
+    with pytest.raises(ValueError, match="eval.headline=updated: no held-out query"):
+        with_headline({**out, "accuracy_updated": None}, "updated")
+    with pytest.raises(ValueError, match="eval.headline must be"):
+        with_headline(out, "stale")
+    assert LatticeRecallTask.eval_option_names() == {"headline"}

@@ -176,6 +176,23 @@ def test_oracle_accepts_generated(corpus: Path, case: dict) -> None:
     assert ((b.targets != IGNORE).sum(1) == cfg.n_queries).all()
 
 
+def test_the_answer_can_be_read_at_sep(corpus: Path) -> None:
+    """answer: sep moves every target one slot on, to the SEP after its query key; the oracle
+    and the updated/untouched split follow it."""
+    at_key = _cfg(corpus, pairs=8, overwrite=0.5, filler=2)
+    at_sep = _cfg(corpus, pairs=8, overwrite=0.5, filler=2, answer="sep")
+    a, b = generate(at_key, 16, stream_rng(1, 2)), generate(at_sep, 16, stream_rng(1, 2))
+    assert (a.tokens == b.tokens).all()
+    assert (np.roll(a.targets, 1, axis=1) == b.targets).all()
+    assert (b.tokens[b.targets != IGNORE] == at_sep.sep_id).all()
+    assert oracle_check(b.tokens, b.targets, at_sep) == []
+    assert oracle_check(a.tokens, a.targets, at_sep) != []
+    info = query_info(b.tokens, at_sep)
+    assert (b.targets[np.arange(16)[:, None], info.answer_pos] != IGNORE).all()
+    with pytest.raises(ValueError, match="task.answer must be one of"):
+        _cfg(corpus, answer="mask")
+
+
 def test_rows_hold_successors_and_last_write_wins(corpus: Path) -> None:
     cfg = _cfg(corpus, pairs=8, overwrite=0.5, filler=1)
     m = mined(cfg)

@@ -26,6 +26,7 @@ COPY = [
     "envs",
     "src",
     "docs",
+    "tools",  # tools/corpus.py: the corpus rule (rules/corpus.smk) runs it
 ]
 
 

@@ -23,7 +23,11 @@ def predict(
     the model's device, reading out only the supervised positions; ``hidden_options`` go
     to the model's ``hidden`` (e.g. the kvbench transformer's attention ``tile``)."""
     model.eval()
-    device = next(model.parameters()).device
+    device = (
+        next(iter(model.parameters()), torch.empty(0)).device
+        if hasattr(model, "parameters")
+        else torch.device("cpu")
+    )
     pred = np.full(np.shape(targets), -1, dtype=np.int64)
     for i in range(0, len(tokens), batch):
         tok = torch.from_numpy(np.asarray(tokens[i : i + batch], dtype=np.int64)).to(device)

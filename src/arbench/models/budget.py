@@ -46,6 +46,9 @@ def _shape_candidates(cell: str, d_model: int, state: int) -> Iterator[dict[str,
                 if not rem and p >= 1:
                     yield {"heads": h, "d_state": n, "head_dim": p}
         return
+    if "addr_scale" in params:  # lattice memory: heads x (2s+3)^2 cells x d_v
+        yield from _lattice_candidates(state)
+        return
     if "d_k" in params:  # matrix memory per head: heads x d_k x d_v
         for h in HEADS:
             side = math.isqrt(state // h)
@@ -55,6 +58,30 @@ def _shape_candidates(cell: str, d_model: int, state: int) -> Iterator[dict[str,
     for h in HEADS:  # no fixed state (attention): heads only
         if d_model % h == 0:
             yield {"heads": h}
+
+
+LATTICE_MIN_DV = 4  # below this a cell holds too few numbers to tell values apart
+
+
+def _lattice_candidates(state: int) -> Iterator[dict[str, Any]]:
+    """Exact (heads, addr_scale, d_v) with heads * side^2 * d_v == state, side = 2s+3 >= 4
+    (one cell per axis more than the single-address 3x3 grid). The first non-empty tier is
+    offered: d_v from D_STATE; else d_v >= `LATTICE_MIN_DV` (state 64: a 4x4 grid of 4-vectors,
+    not an 8x8 grid storing one number per cell, the smallest model but a useless memory);
+    else any whole d_v, so even the smallest budgets match exactly."""
+    shapes = [
+        (h, side, state // (h * side * side))
+        for h in HEADS
+        for side in range(4, math.isqrt(state // h) + 1)
+        if state % (h * side * side) == 0
+    ]
+    tiers = (
+        [s for s in shapes if s[2] in D_STATE],
+        [s for s in shapes if s[2] >= LATTICE_MIN_DV],
+        shapes,
+    )
+    for h, side, d_v in next((t for t in tiers if t), []):
+        yield {"heads": h, "addr_scale": (side - 3) / 2, "d_v": d_v}
 
 
 def _distance(b: Budgeted, parameters: int | None) -> int:

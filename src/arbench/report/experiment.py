@@ -201,6 +201,11 @@ def _arm_summary(
         "n_parameters": runs[0]["n_parameters"],
         "state_size_per_layer": runs[0]["state_size_per_layer"],
     }
+    # every other accuracy an evaluation reports (updated / untouched queries, depth strata,
+    # the overall one when an eval option made another the headline), per seed (None: none)
+    split = sorted({k for e in runs for k in e["scores"] if k.startswith("accuracy_")})
+    if split:
+        summary["score_breakdown"] = {k: [e["scores"].get(k) for e in runs] for k in split}
     rebound = [e["scores"].get("rebinding_accuracy") for e in runs]
     if all(r is not None for r in rebound):
         summary["rebinding"] = {

@@ -325,7 +325,7 @@ def kvbench_panels(stats: dict[str, Any], outputs: list[str | Path]) -> None:
     mem.yaxis.set_major_formatter(ScalarFormatter())
     mem.yaxis.set_minor_formatter(ScalarFormatter())
     mem.set_xlabel("context (tokens per sequence)", fontsize=7)
-    mem.set_ylabel("evaluator peak memory (MiB)", fontsize=7)
+    mem.set_ylabel("evaluation's peak memory (MiB; CPU: process RSS)", fontsize=7)
     mem.set_title("memory of the evaluation", fontsize=8)
     for ax in axes:
         ax.tick_params(labelsize=6)

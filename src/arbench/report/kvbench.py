@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-RATE_KEYS = ("tokens", "length", "tokens_per_s", "peak_mib", "seconds")
+RATE_KEYS = ("tokens", "length", "tokens_per_s", "peak_mib", "peak_above_start_mib", "seconds")
 
 
 def _n(config: str) -> int:

@@ -36,11 +36,15 @@ Progress = Any  # a callable taking one string, or None
 class Batch:
     """Token ids and aligned targets, both (n, L): ``targets[t]`` is what the model must emit
     at position t (IGNORE where nothing is supervised). ``lengths`` gives each row's true
-    length when rows are right-padded."""
+    length when rows are right-padded. ``key_positions`` (n, P), from a task that marks its
+    keys (`Task.marks_keys`), gives the position of each row's P stored keys (the store-pass
+    key tokens), where the address-spread regulariser reads the write addresses
+    (`arbench.train.spread`); None for every other task."""
 
     tokens: np.ndarray
     targets: np.ndarray
     lengths: np.ndarray | None = None
+    key_positions: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -142,6 +146,7 @@ class Task:
     release: ClassVar[Release | None] = None  # the writer/validator of a "release" task
     release_keys: ClassVar[tuple[str, ...]] = ()  # settings it takes from its release block
     signals: ClassVar[frozenset[str]] = frozenset()  # `Signal` fields its batches honour
+    marks_keys: ClassVar[bool] = False  # its training batches carry `Batch.key_positions`
 
     @classmethod
     def from_settings(cls, settings: dict[str, Any], data_dir: str | Path | None = None) -> Task:
@@ -181,6 +186,12 @@ class Task:
     def summary(self) -> str:
         """One line naming the settings that set the task's floors (the floors table's row)."""
         return self.name
+
+    def input_files(self) -> list[str]:
+        """Files outside the workflow's datasets that the task reads (a corpus): the job that
+        writes its held-out set takes them as inputs, so a rule that builds them runs first.
+        None by default."""
+        return []
 
     def self_tests(self, held_out: Batch) -> dict[str, dict[str, Any]]:
         """Checks of the task's controls on its held-out set, each {"ok": bool, ...}; the

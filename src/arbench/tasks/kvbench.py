@@ -291,6 +291,7 @@ def sweep(
     from arbench.evaluate.recall import predict
 
     device = next(model.parameters()).device
+    start_mib = peak_memory_mib(device)  # the model and the process before any sequence
     out: dict[str, dict[str, Any]] = {}
     for n in sorted(set(ns)):
         count = sweep_examples(cfg, n, examples, max_tokens)
@@ -299,6 +300,8 @@ def sweep(
         if problems:
             raise RuntimeError(f"kvbench sweep set n={n} fails its oracle: {problems[0]}")
         rows = max(1, batch_tokens // at.length)
+        if device.type == "cuda":  # each length's own peak
+            torch.cuda.reset_peak_memory_stats(device)
         t0 = time.perf_counter()
         pred = predict(model, held.tokens, held.targets, batch=rows, tile=tile)
         if device.type == "cuda":
@@ -315,6 +318,7 @@ def sweep(
             "seconds": seconds,
             "tokens_per_s": tokens / max(seconds, 1e-9),
             "peak_mib": peak_memory_mib(device),
+            "peak_above_start_mib": peak_memory_mib(device) - start_mib,
         }
         if progress:
             row = out[f"n{n}"]
@@ -386,8 +390,8 @@ class KVBenchTask(ConfigTask):
         lengths: list[int] | None = None,
         index_entries: int = 100,
         index_examples: int = 16,
-        batch_tokens: int = 1 << 16,
-        tile: int = 4096,
+        batch_tokens: int = 1 << 13,
+        tile: int = 512,
         device: str = "cpu",
         max_tokens: int | None = None,
         progress: Any = None,

@@ -29,7 +29,9 @@ each block's filler a contiguous run of the corpus stream at a random offset; an
 pass of M = round(P * overwrite) distinct stored keys re-written, each with the successor
 of another stored pair (uniform over the stored pairs whose successor differs from the
 key's own, so the value always changes); then Q distinct stored keys as ``k SEP``. The
-answer, the key's latest value, is the target at the query KEY (next-token convention).
+answer, the key's latest value, is the target at the query KEY (``answer: "key"``, the
+next-token convention) or at the SEP after it (``answer: "sep"``, as the lattice-recall task
+reads it: a memory that reads before it writes then reads at the token after the key).
 
 Mined tables are cached in memory, keyed by (corpus path, its sha256, mining settings), so
 a corpus is mined once per process, never per batch.
@@ -48,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from arbench.tasks.base import IGNORE, Batch, ConfigTask, register_task, stream_rng
-from arbench.tasks.lattice_recall import QueryInfo, block_query_info
+from arbench.tasks.lattice_recall import ANSWERS, QueryInfo, block_query_info
 
 MINING_KEYS = (
     "vocab_words",
@@ -78,6 +80,7 @@ class RealTextConfig:
     queries: int = 0
     filler: int = 0
     overwrite: float = 0.0
+    answer: str = "key"
 
     @property
     def word_span(self) -> int:
@@ -111,6 +114,11 @@ class RealTextConfig:
     @property
     def length(self) -> int:
         return self.write_len + 2 * self.n_queries
+
+    @property
+    def answer_offset(self) -> int:
+        """Where in a query slot ``k SEP`` the answer is read: 0 (the key) or 1 (SEP)."""
+        return 1 if self.answer == "sep" else 0
 
     def mining(self) -> dict[str, Any]:
         """The settings the mined tables depend on."""
@@ -150,6 +158,8 @@ class RealTextConfig:
             raise ValueError(f"task.filler must be >= 0, got {self.filler}")
         if not 0.0 <= self.overwrite < 1.0:
             raise ValueError(f"task.overwrite must be in [0, 1), got {self.overwrite}")
+        if self.answer not in ANSWERS:
+            raise ValueError(f"task.answer must be one of {ANSWERS}, got {self.answer!r}")
         if self.n_updates and self.pairs < 2:
             raise ValueError(
                 f"task.overwrite={self.overwrite} needs task.pairs >= 2 (another pair's value)"
@@ -361,7 +371,7 @@ def generate(cfg: RealTextConfig, n: int, rng: np.random.Generator) -> Batch:
     query[:, :, 1] = cfg.sep_id
     tokens = np.concatenate([blocks.reshape(n, -1), query.reshape(n, -1)], axis=1)
     targets = np.full(tokens.shape, IGNORE, dtype=np.int64)
-    targets[rows, cfg.write_len + 2 * np.arange(Q)] = latest[rows, asked]
+    targets[rows, cfg.write_len + 2 * np.arange(Q) + cfg.answer_offset] = latest[rows, asked]
     keys_at = np.broadcast_to(np.arange(P) * B + f, (n, P)).copy()  # the store-pass keys
     return Batch(tokens=tokens, targets=targets, key_positions=keys_at)
 
@@ -378,7 +388,7 @@ def query_info(tokens: np.ndarray, cfg: RealTextConfig) -> QueryInfo:
         filler=cfg.filler,
         writes=cfg.pairs + cfg.n_updates,
         queries=cfg.n_queries,
-        answer_offset=0,
+        answer_offset=cfg.answer_offset,
         pairs=cfg.pairs,
     )
 
@@ -394,7 +404,8 @@ def oracle_check(tokens: np.ndarray, targets: np.ndarray, cfg: RealTextConfig) -
     mined keys each written with ``VS + successor``, that the update pass re-writes distinct
     stored keys with a different value that is another stored key's successor, that the
     queries ask distinct stored keys, each followed by SEP, and answers each query at its
-    key by replaying the writes in order (last write wins). Problems name their row.
+    key (or its SEP, ``answer: "sep"``) by replaying the writes in order (last write wins).
+    Problems name their row.
     """
     tokens, targets = np.asarray(tokens), np.asarray(targets)
     if tokens.shape != targets.shape:
@@ -452,7 +463,7 @@ def oracle_check(tokens: np.ndarray, targets: np.ndarray, cfg: RealTextConfig) -
         latest[stored] = wv[:P]
         latest[upd] = wv[P:]  # the update pass comes later: last write wins
         expected = np.full(tokens.shape[1], IGNORE, dtype=np.int64)
-        expected[start + 2 * np.arange(Q)] = latest[qk]
+        expected[start + 2 * np.arange(Q) + cfg.answer_offset] = latest[qk]
         bad = np.nonzero(expected != targets[r])[0]
         if len(bad):
             row.append(f"targets disagree with the oracle at positions {bad[:5].tolist()}")
@@ -502,6 +513,7 @@ class RealTextTask(ConfigTask):
         return (
             f"{Path(c.corpus).name}: P={c.pairs} {keys} key->successor pairs, "
             f"{c.n_updates} updated, Q={c.n_queries}, filler {c.filler}, L={c.length}"
+            + (", answer at SEP" if c.answer == "sep" else "")
         )
 
     def input_files(self) -> list[str]:

@@ -41,6 +41,7 @@ from arbench.tasks.base import IGNORE, Signal, Task
 from arbench.train.curriculum import Curriculum, CurriculumConfig
 from arbench.train.load_schedule import LoadConfig, LoadSchedule
 from arbench.train.schedule import lr_at
+from arbench.train.spread import SpreadConfig, check_spread, lattice_layers, regularised
 
 MODEL_FORMAT = "arbench-model/1"  # model.pt: {"format", "fingerprint", "settings", "weights"}
 # training options that change how a run is recorded, never what it computes: resuming
@@ -73,6 +74,9 @@ class TrainConfig:
     curriculum: CurriculumConfig | None = None
     dense: bool = False
     load: LoadConfig | None = None
+    # the address-spread regulariser on a lattice layer's key write addresses
+    # (`arbench.train.spread`); None: off
+    spread: SpreadConfig | None = None
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
@@ -81,6 +85,8 @@ class TrainConfig:
             d["curriculum"] = CurriculumConfig.from_dict(d["curriculum"])
         if d.get("load") is not None and not isinstance(d["load"], LoadConfig):
             d["load"] = LoadConfig.from_dict(d["load"])
+        if d.get("spread") is not None and not isinstance(d["spread"], SpreadConfig):
+            d["spread"] = SpreadConfig.from_dict(d["spread"])
         if "betas" in d:
             d["betas"] = tuple(float(b) for b in d["betas"])
         return cls(**d)
@@ -273,6 +279,7 @@ def train(
     """
     torch.set_num_threads(threads)
     check_signals(task, cfg)
+    check_spread(task, cfg.spread, getattr(model_cfg, "cell", None))
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     with _exclusive(run_dir, progress or _stderr):
@@ -305,6 +312,9 @@ def _train(
     ckpt_path, metrics_path = run_dir / "checkpoint.pt", run_dir / "metrics.jsonl"
     device = resolve_device(cfg.device)
     model = families.build(model_cfg, seed).to(device)
+    layers = lattice_layers(model) if cfg.spread is not None else []
+    if cfg.spread is not None and not layers:
+        raise ValueError("train.spread: the model has no lattice layer")
     opt = _optimizer(model, cfg)
     start, lines = 0, []
     ck = (
@@ -351,7 +361,12 @@ def _train(
                 signal = Signal(gap=gap, dense=cfg.dense, load=load)
                 drawn = task.train_batch(seed, step, cfg.batch, signal)
             tokens, targets = drawn.tensors(device)
-            loss, acc = masked_loss(model, tokens, targets)
+            if cfg.spread is None:
+                loss, acc = masked_loss(model, tokens, targets)
+            else:  # cross-entropy + weight * spread; the subsample drawn from (seed, step)
+                loss, acc, spread = regularised(
+                    masked_loss, model, layers, drawn, tokens, targets, cfg.spread, seed, step
+                )
             opt.zero_grad(set_to_none=True)
             loss.backward()
             gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
@@ -364,6 +379,8 @@ def _train(
             if done % cfg.log_every == 0 or done == cfg.steps:
                 last = {"loss": loss.item(), "acc": acc.item(), "grad_norm": gnorm.item()}
                 extra = {k: v for k, v in (("gap", gap), ("load", load)) if v is not None}
+                if cfg.spread is not None:
+                    extra["spread"] = spread.item()
                 lines.append(json.dumps({"step": done, "lr": lr, **last, **extra}))
                 metrics.write(lines[-1] + "\n")
                 metrics.flush()

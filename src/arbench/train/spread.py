@@ -1,0 +1,180 @@
+"""The address-spread regulariser in training (``train.spread: {weight, subsample}``).
+
+A lattice memory (`arbench.cells.lattice`) stores a binding in the cells around the address
+its key's token writes at; keys whose addresses crowd into the same cells overwrite one
+another, and the addresses move only through the B-spline offsets inside a cell, so a model
+that starts with its keys bunched together learns slowly or not at all. The regulariser adds
+
+    loss = cross-entropy + weight * sum over lattice layers of spread_loss(key addresses)
+
+where `arbench.kernels.lattice.spread_loss` is the negative entropy of the histogram of the
+keys' write addresses, weighted by how much their kernels overlap (estimated on at most
+``subsample`` keys per row). The keys are where the task says they are: a task that marks
+its keys (`arbench.tasks.base.Task.marks_keys`) gives each batch ``key_positions``, the
+positions of its stored keys, and the addresses are each lattice layer's write addresses at
+those positions, read from the layer's own input during the same forward pass (a forward
+pre-hook; nothing is run twice but the address projection).
+
+The subsample is drawn from a `torch.Generator` seeded from (seed, step) alone (`generator`),
+never from the global RNG, so a run with the regulariser is as reproducible as one without
+and resumes from a checkpoint to the same weights bit for bit. Where it cannot apply (a task
+without key positions, a model without a lattice layer) the option fails before training,
+in one line naming ``train.spread``; the config checks it too (`check_spread`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from arbench.kernels.lattice import spread_loss
+
+SEED_PURPOSE = 7  # the generator's stream, apart from the batches' (`tasks.base.stream_rng`)
+
+
+@dataclass(frozen=True)
+class SpreadConfig:
+    """``train.spread``: the regulariser's ``weight`` (> 0) and the most keys per row its
+    overlap estimate looks at (``subsample``, >= 2)."""
+
+    weight: float
+    subsample: int = 2048
+
+    def __post_init__(self) -> None:
+        w = self.weight
+        if isinstance(w, bool) or not isinstance(w, int | float) or not math.isfinite(w) or w <= 0:
+            raise ValueError(f"train.spread.weight must be a number > 0, got {w!r}")
+        s = self.subsample
+        if isinstance(s, bool) or not isinstance(s, int) or s < 2:
+            raise ValueError(f"train.spread.subsample must be an integer >= 2, got {s!r}")
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SpreadConfig:
+        if not isinstance(d, dict):
+            raise ValueError(f"train.spread must be a mapping {{weight, subsample}}, got {d!r}")
+        known = {"weight", "subsample"}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"train.spread: unknown key {unknown[0]!r}; known: {sorted(known)}")
+        if "weight" not in d:
+            raise ValueError("train.spread needs a weight")
+        return cls(**d)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def has_addresses(module: Any) -> bool:
+    """Whether a mixer (or mixer class) is a lattice layer: one that gives write addresses."""
+    return callable(getattr(module, "write_addresses", None))
+
+
+def lattice_layers(model: nn.Module) -> list[nn.Module]:
+    """The mixers of ``model``'s blocks that are lattice layers (empty for any other model)."""
+    blocks = getattr(model, "blocks", None) or []
+    return [b.mixer for b in blocks if has_addresses(getattr(b, "mixer", None))]
+
+
+def check_spread(task: Any, spread: SpreadConfig | None, cell: str | None) -> None:
+    """Fail early, one line naming train.spread, when the regulariser cannot apply: the task
+    marks no keys, or the model's cell (None: a model family without cells) has no lattice
+    layer. Nothing to check when ``spread`` is None."""
+    if spread is None:
+        return
+    if not getattr(task, "marks_keys", False):
+        raise ValueError(
+            f"train.spread: task {task.name!r} gives no key positions (its batches carry no "
+            "key_positions); the regulariser needs a task that marks its keys"
+        )
+    from arbench.cells import CELLS
+
+    if cell is None or cell not in CELLS or not has_addresses(CELLS[cell]):
+        raise ValueError(
+            f"train.spread: the model (cell {cell!r}) has no lattice layer whose write "
+            "addresses the regulariser could spread"
+        )
+
+
+def generator(seed: int, step: int) -> torch.Generator:
+    """The subsample's generator for batch ``step`` of run ``seed``: a pure function of both."""
+    state = np.random.SeedSequence([SEED_PURPOSE, int(seed), int(step)]).generate_state(2)
+    return torch.Generator().manual_seed(int(state[0]) << 32 | int(state[1]))
+
+
+class AddressTap:
+    """While active (a context manager), records the input of every lattice layer's forward
+    call, so the write addresses can be read after the model's forward pass."""
+
+    def __init__(self, layers: list[nn.Module]) -> None:
+        self.layers = layers
+        self.inputs: list[torch.Tensor | None] = [None] * len(layers)
+        self._handles: list[Any] = []
+
+    def __enter__(self) -> AddressTap:
+        self.inputs = [None] * len(self.layers)
+        for i, layer in enumerate(self.layers):
+
+            def hook(_module: nn.Module, args: tuple, i: int = i) -> None:
+                self.inputs[i] = args[0]
+
+            self._handles.append(layer.register_forward_pre_hook(hook))
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+
+    def penalty(
+        self, positions: torch.Tensor, spread: SpreadConfig, gen: torch.Generator
+    ) -> torch.Tensor:
+        """Sum over the lattice layers of `spread_loss` of their write addresses at
+        ``positions`` (B, P): the unweighted regulariser of the recorded forward pass."""
+        total = None
+        for layer, x in zip(self.layers, self.inputs, strict=True):
+            if x is None:
+                raise RuntimeError("train.spread: a lattice layer did not run in the forward pass")
+            addresses = layer.write_addresses(x, positions)  # (B, H, P, 2)
+            term = spread_loss(addresses, layer.addr_scale, spread.subsample, gen)
+            total = term if total is None else total + term
+        if total is None:
+            raise ValueError("train.spread: the model has no lattice layer")
+        return total
+
+
+def positions_of(batch: Any, step: int, device: torch.device | str) -> torch.Tensor:
+    """A batch's key positions as an int64 tensor on ``device``; a batch without them is a
+    one-line error naming train.spread."""
+    if getattr(batch, "key_positions", None) is None:
+        raise ValueError(
+            f"train.spread: training batch {step} carries no key_positions; the regulariser "
+            "needs a task that marks its keys"
+        )
+    return torch.from_numpy(np.asarray(batch.key_positions, dtype=np.int64)).to(device)
+
+
+def regularised(
+    loss_fn: Any,
+    model: nn.Module,
+    layers: list[nn.Module],
+    batch: Any,
+    tokens: torch.Tensor,
+    targets: torch.Tensor,
+    spread: SpreadConfig,
+    seed: int,
+    step: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(loss_fn's loss + weight * regulariser, its accuracy, the unweighted regulariser) of
+    one training batch: ``loss_fn(model, tokens, targets)`` (the loop's masked loss) runs
+    with the lattice layers' inputs recorded, then the regulariser reads their addresses at
+    the batch's key positions, its subsample drawn from `generator` (seed, step)."""
+    positions = positions_of(batch, step, tokens.device)
+    with AddressTap(layers) as tap:
+        loss, acc = loss_fn(model, tokens, targets)
+    reg = tap.penalty(positions, spread, generator(seed, step))
+    return loss + spread.weight * reg, acc, reg.detach()
