@@ -5,9 +5,21 @@
 
 rule interference:
     output:
-        pdf=f"{R}/figures/interference.pdf",
-        png=f"{R}/figures/interference.png",
-        html=f"{R}/figures/interference.html",
+        pdf=report(
+            f"{R}/figures/interference.pdf",
+            category="Figures",
+            caption="../docs/report/interference.rst",
+        ),
+        png=report(
+            f"{R}/figures/interference.png",
+            category="Figures",
+            caption="../docs/report/interference.rst",
+        ),
+        html=report(
+            f"{R}/figures/interference.html",
+            category="Figures",
+            caption="../docs/report/interference.rst",
+        ),
     log:
         f"{R}/logs/analysis/interference.log",
     benchmark:
@@ -29,8 +41,16 @@ rule interference:
 # against context length for raw, squared and cubed scores (the config's `score_variance`).
 rule score_variance:
     output:
-        pdf=f"{R}/figures/score_variance.pdf",
-        png=f"{R}/figures/score_variance.png",
+        pdf=report(
+            f"{R}/figures/score_variance.pdf",
+            category="Figures",
+            caption="../docs/report/score_variance.rst",
+        ),
+        png=report(
+            f"{R}/figures/score_variance.png",
+            category="Figures",
+            caption="../docs/report/score_variance.rst",
+        ),
         json=f"{R}/stats/score_variance.json",
     log:
         f"{R}/logs/analysis/score_variance.log",
