@@ -195,7 +195,7 @@ def test_a_scale_rewrite_of_one_experiment_never_reaches_its_aliases() -> None:
     raw["scales"]["demo"]["set"]["experiments.factorial.train.steps"] = 123
     demo = config.resolve(raw | {"scale": "demo"})["experiments"]
     assert demo["factorial"]["train"]["steps"] == 123
-    assert demo["transition"]["train"]["steps"] == 800  # 4000 x 0.2, once
+    assert demo["transition"]["train"]["steps"] == 600  # 4000 x 0.15, once
     assert demo["transition"]["train"] is not demo["factorial"]["train"]
 
 
