@@ -57,6 +57,8 @@ def test_smoke_pipeline_builds_the_other_artifacts(smoke_run: Path) -> None:
         "multihead_decay",
         "gated_deltanet",
         "attention_2layer",
+        "additive_single_decay",
+        "additive_multihead_decay",
     }
     assert "ar_expired_stale" in sweep["sweep"]["types"]
     report = json.loads(
