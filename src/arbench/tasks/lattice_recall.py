@@ -50,20 +50,10 @@ ANSWERS = ("sep", "key")
 Headline = Literal["all", "updated", "untouched"]
 
 
-@dataclass(frozen=True)
-class LatticeConfig:
-    """One lattice-recall setting: ``pairs`` (P) stored, ``queries`` asked (0: P; capped at
-    P), ``filler`` tokens before each write, the ``overwrite`` fraction re-written, the key
-    and value vocabularies, where the answer is read, and the depth ``strata`` (0: none)."""
-
-    pairs: int = 256
-    queries: int = 0
-    filler: int = 0
-    overwrite: float = 0.0
-    n_keys: int = 16384
-    n_values: int = 16384
-    answer: str = "sep"
-    strata: int = 0
+class WriteQueryLayout:
+    """The layout a config with ``pairs``, ``queries``, ``filler``, ``overwrite`` and
+    ``answer`` shares (lattice_recall and realtext): P store blocks ``[f filler] k v``, M
+    update blocks, then Q query slots ``k SEP``, the answer read at ``answer_offset``."""
 
     @property
     def n_updates(self) -> int:
@@ -90,6 +80,27 @@ class LatticeConfig:
         return self.write_len + 2 * self.n_queries
 
     @property
+    def answer_offset(self) -> int:
+        """Where in a query slot ``k SEP`` the answer is read: 1 (SEP) or 0 (the key)."""
+        return 1 if self.answer == "sep" else 0
+
+
+@dataclass(frozen=True)
+class LatticeConfig(WriteQueryLayout):
+    """One lattice-recall setting: ``pairs`` (P) stored, ``queries`` asked (0: P; capped at
+    P), ``filler`` tokens before each write, the ``overwrite`` fraction re-written, the key
+    and value vocabularies, where the answer is read, and the depth ``strata`` (0: none)."""
+
+    pairs: int = 256
+    queries: int = 0
+    filler: int = 0
+    overwrite: float = 0.0
+    n_keys: int = 16384
+    n_values: int = 16384
+    answer: str = "sep"
+    strata: int = 0
+
+    @property
     def unused_id(self) -> int:
         return self.n_keys + self.n_values
 
@@ -100,11 +111,6 @@ class LatticeConfig:
     @property
     def vocab_size(self) -> int:
         return self.n_keys + self.n_values + 2
-
-    @property
-    def answer_offset(self) -> int:
-        """Where in a query slot ``k SEP`` the answer is read: 1 (SEP) or 0 (the key)."""
-        return 1 if self.answer == "sep" else 0
 
     def validate(self) -> None:
         """Semantic checks a schema cannot express; one-line ValueErrors naming the key."""

@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from arbench.tasks.base import IGNORE, Batch, ConfigTask, register_task, stream_rng
-from arbench.tasks.lattice_recall import ANSWERS, QueryInfo, block_query_info
+from arbench.tasks.lattice_recall import ANSWERS, QueryInfo, WriteQueryLayout, block_query_info
 
 MINING_KEYS = (
     "vocab_words",
@@ -63,7 +63,7 @@ MINING_KEYS = (
 
 
 @dataclass(frozen=True)
-class RealTextConfig:
+class RealTextConfig(WriteQueryLayout):
     """One real-text setting: the ``corpus`` file and its mining settings (module docstring),
     then the row: ``pairs`` (P), ``queries`` (0: P; capped at P), ``filler`` words before each
     write, the ``overwrite`` fraction re-written, and Zipf-weighted (``zipf``) or uniform keys."""
@@ -94,31 +94,6 @@ class RealTextConfig:
     @property
     def vocab_size(self) -> int:
         return 2 * self.word_span + 2
-
-    @property
-    def n_updates(self) -> int:
-        return int(round(self.pairs * self.overwrite))
-
-    @property
-    def n_queries(self) -> int:
-        return min(self.queries or self.pairs, self.pairs)
-
-    @property
-    def block(self) -> int:
-        return self.filler + 2
-
-    @property
-    def write_len(self) -> int:
-        return (self.pairs + self.n_updates) * self.block
-
-    @property
-    def length(self) -> int:
-        return self.write_len + 2 * self.n_queries
-
-    @property
-    def answer_offset(self) -> int:
-        """Where in a query slot ``k SEP`` the answer is read: 0 (the key) or 1 (SEP)."""
-        return 1 if self.answer == "sep" else 0
 
     def mining(self) -> dict[str, Any]:
         """The settings the mined tables depend on."""
