@@ -101,15 +101,17 @@ def lattice_taps(
     return cells, w, (px.unsqueeze(-1) * py.unsqueeze(-2)).reshape(flat)
 
 
-def _check(
+def _prepare(
     addr: torch.Tensor,
     beta: torch.Tensor,
     v: torch.Tensor,
     log_retention: torch.Tensor | None,
     initial_state: torch.Tensor | None,
     scale: float,
-) -> tuple[int, int, int, int, int]:
-    """Validate a lattice kernel's arguments; return (B, H, T, dv, cells)."""
+    gain: str,
+) -> tuple[tuple[int, int, int, int, int], torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Validate a lattice kernel's arguments; return ((B, H, T, dv, cells), the initial state
+    (zeros when None), and the taps' cells, read weights and beta-scaled write gains)."""
     if v.dim() != 4:
         raise ValueError(f"v must be (B,H,T,dv), got {tuple(v.shape)}")
     b, h, t, dv = v.shape
@@ -122,7 +124,9 @@ def _check(
     if initial_state is not None and initial_state.shape != (b, h, cells, dv):
         want = (b, h, cells, dv)
         raise ValueError(f"initial_state must be {want}, got {tuple(initial_state.shape)}")
-    return b, h, t, dv, cells
+    s0 = v.new_zeros(b, h, cells, dv) if initial_state is None else initial_state
+    where, w, g = lattice_taps(addr, scale, gain)
+    return (b, h, t, dv, cells), s0, where, w, g * beta.unsqueeze(-1)
 
 
 def lattice_recurrent(
@@ -140,10 +144,9 @@ def lattice_recurrent(
     Shapes: addr (B,H,T,2); beta, log_retention (B,H,T) (None: retention 1); v (B,H,T,dv);
     state (B,H,side^2,dv). Returns outputs (B,H,T,dv) and the final state.
     """
-    b, h, t, dv, n_cells = _check(addr, beta, v, log_retention, initial_state, scale)
-    s = v.new_zeros(b, h, n_cells, dv) if initial_state is None else initial_state
-    cells, w, g = lattice_taps(addr, scale, gain)
-    g = g * beta.unsqueeze(-1)
+    (b, h, t, dv, _), s, cells, w, g = _prepare(
+        addr, beta, v, log_retention, initial_state, scale, gain
+    )
     keep = [None] * t if log_retention is None else log_retention.exp().unbind(2)
     outs = []
     for c_t, w_t, g_t, v_t, r_t in zip(
@@ -297,13 +300,12 @@ def lattice_chunked(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Time-parallel lattice memory (sorted write events, segmented scan); same result as
     `lattice_recurrent`, with the same arguments."""
-    b, h, t, dv, n_cells = _check(addr, beta, v, log_retention, initial_state, scale)
-    s0 = v.new_zeros(b, h, n_cells, dv) if initial_state is None else initial_state
+    (b, h, t, dv, n_cells), s0, cells, w, g = _prepare(
+        addr, beta, v, log_retention, initial_state, scale, gain
+    )
     if t == 0 or b * h == 0:
         return v.new_zeros(b, h, t, dv), s0
     bh = b * h
-    cells, w, g = lattice_taps(addr, scale, gain)
-    g = g * beta.unsqueeze(-1)
     lr = v.new_zeros(b, h, t) if log_retention is None else log_retention
     cum = lr.cumsum(-1)  # L(t): log-retention from the piece's start through t
     before = cum - lr  # L(t-1), with L(-1) = 0

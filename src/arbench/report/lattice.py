@@ -173,6 +173,13 @@ def _span(values: list[float | None]) -> str:
     return f"{lo:.3g}" if np.isclose(lo, hi) else f"{lo:.3g}-{hi:.3g}"
 
 
+def _floor_line(ax: Any, xs: Any, floors: list[float | None], which: str) -> None:
+    """A grey dash-dot no-binding floor across a panel (None where a point has none)."""
+    ys = [np.nan if f is None else f for f in floors]
+    label = f"{which} no-binding ({_span(ys)})"
+    ax.plot(xs, ys, color="grey", linewidth=0.9, linestyle="-.", label=label)
+
+
 def _limits(ax: Any, values: list[float | None]) -> None:
     """Accuracy axis: 0..1, or zoomed onto the data when every value lies above
     `ZOOM_ABOVE` (curves near 1 are otherwise one line); a floor below the window is named,
@@ -217,15 +224,7 @@ def figure(report: dict[str, Any], outputs: list[str | Path]) -> None:
             ax.scatter(spread, p["scores"], s=8, color=color(i), alpha=0.6, zorder=3)
             seen[0] += p["scores"]
     ax.axhline(report["target"], color="grey", linestyle=":", linewidth=0.9)
-    floors = [f.get("best_no_binding") for f in cap["floors"]]
-    ax.plot(
-        cap["values"],
-        floors,
-        color="grey",
-        linewidth=0.9,
-        linestyle="-.",
-        label=f"best no-binding ({_span(floors)})",
-    )
+    _floor_line(ax, cap["values"], [f.get("best_no_binding") for f in cap["floors"]], "best")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("stored pairs P")
     ax.set_ylabel("held-out recall")
@@ -245,15 +244,7 @@ def figure(report: dict[str, Any], outputs: list[str | Path]) -> None:
             if any(y is not None for y in ys):
                 ys = [np.nan if y is None else y for y in ys]
                 ax.plot(xs, ys, style, marker="o", ms=3, color=color(i), label=f"{arm} {what}")
-    floors = [np.nan if f is None else f for f in fg["updated_floors"]]
-    ax.plot(
-        xs,
-        floors,
-        color="grey",
-        linewidth=0.9,
-        linestyle="-.",
-        label=f"updated no-binding ({_span(floors)})",
-    )
+    _floor_line(ax, xs, fg["updated_floors"], "updated")
     ax.set_xlabel("overwrite fraction")
     ax.set_title(f"forgetting (P={fg['task'].get('pairs')})", fontsize=9)
 
@@ -268,15 +259,7 @@ def figure(report: dict[str, Any], outputs: list[str | Path]) -> None:
         if any(u is not None for u in ups):
             ups = [np.nan if u is None else u for u in ups]
             ax.plot(xs, ups, "--", color=color(i), linewidth=0.9, label=f"{arm} updated")
-    floor = [f.get("best_no_binding", np.nan) for f in rt["floors"]]
-    ax.plot(
-        xs,
-        floor,
-        color="grey",
-        linewidth=0.9,
-        linestyle="-.",
-        label=f"best no-binding ({_span(floor)})",
-    )
+    _floor_line(ax, xs, [f.get("best_no_binding") for f in rt["floors"]], "best")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("mined pairs P")
     ax.set_title("real text", fontsize=9)

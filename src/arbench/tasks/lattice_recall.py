@@ -84,6 +84,45 @@ class WriteQueryLayout:
         """Where in a query slot ``k SEP`` the answer is read: 1 (SEP) or 0 (the key)."""
         return 1 if self.answer == "sep" else 0
 
+    def cut(self, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """An oracle's view of rows (n, length): write blocks (n, P + M, block) and query
+        slots (n, Q, 2), cut by the layout alone."""
+        n, start = len(tokens), self.write_len
+        writes = tokens[:, :start].reshape(n, self.pairs + self.n_updates, self.block)
+        return writes, tokens[:, start:].reshape(n, self.n_queries, 2)
+
+    def key_problems(self, keys: np.ndarray, queried: np.ndarray) -> list[str]:
+        """One row's key checks, given its write keys (store pass, then update pass) and its
+        query keys: distinct stored keys, distinct updates of stored keys, distinct queries of
+        stored keys."""
+        P, M, Q = self.pairs, self.n_updates, self.n_queries
+        stored, updated = keys[:P], keys[P:]
+        checks = (
+            (len(np.unique(stored)) != P, "a key is stored twice"),
+            (len(np.unique(updated)) != M, "a key is updated twice"),
+            (
+                not np.isin(updated, stored).all(),
+                "the update pass writes a key that was never stored",
+            ),
+            (not np.isin(queried, stored).all(), "a query asks a key that was never stored"),
+            (len(np.unique(queried)) != Q, "a key is queried twice"),
+        )
+        return [what for bad, what in checks if bad]
+
+    def replay_problems(
+        self, keys: np.ndarray, values: np.ndarray, queried: np.ndarray, targets: np.ndarray
+    ) -> list[str]:
+        """One row's targets re-derived by replaying its writes in order (last write wins) and
+        compared with ``targets``: the disagreeing positions, or nothing."""
+        latest = dict(zip(keys.tolist(), values.tolist(), strict=True))  # later writes win
+        expected = np.full(self.length, IGNORE, dtype=np.int64)
+        at = self.write_len + 2 * np.arange(self.n_queries) + self.answer_offset
+        expected[at] = [latest.get(k, -1) for k in queried.tolist()]
+        bad = np.nonzero(expected != targets)[0]
+        if len(bad):
+            return [f"targets disagree with the oracle at positions {bad[:5].tolist()}"]
+        return []
+
 
 @dataclass(frozen=True)
 class LatticeConfig(WriteQueryLayout):
@@ -299,14 +338,12 @@ def oracle_check(tokens: np.ndarray, targets: np.ndarray, cfg: LatticeConfig) ->
         return [f"shape mismatch {tokens.shape} vs {targets.shape}"]
     if tokens.ndim != 2 or tokens.shape[1] != cfg.length:
         return [f"shape {tokens.shape}, expected (n, {cfg.length})"]
-    P, M, Q, f, B = cfg.pairs, cfg.n_updates, cfg.n_queries, cfg.filler, cfg.block
+    P, M, Q, f = cfg.pairs, cfg.n_updates, cfg.n_queries, cfg.filler
     NK, NV = cfg.n_keys, cfg.n_values
-    n, start = len(tokens), cfg.write_len
-    writes = tokens[:, :start].reshape(n, P + M, B)
-    slots = tokens[:, start:].reshape(n, Q, 2)
+    writes, slots = cfg.cut(tokens)
     info = query_info(tokens, cfg)
     problems: list[str] = []
-    for r in range(n):
+    for r in range(len(tokens)):
         row: list[str] = []
         fill, wk, wv = writes[r, :, :f], writes[r, :, f], writes[r, :, f + 1]
         qk, qs = slots[r, :, 0], slots[r, :, 1]
@@ -319,33 +356,16 @@ def oracle_check(tokens: np.ndarray, targets: np.ndarray, cfg: LatticeConfig) ->
         if row:
             problems += [f"row {r}: {p}" for p in row]
             continue
-        stored = wk[:P]
-        if len(np.unique(stored)) != P:
-            row.append("a key is stored twice")
-        if len(np.unique(wk[P:])) != M:
-            row.append("a key is updated twice")
-        if not np.isin(wk[P:], stored).all():
-            row.append("the update pass writes a key that was never stored")
+        row += cfg.key_problems(wk, qk)
         if len(np.unique(wv)) != P + M:
             row.append("a value is written twice")
-        if f and np.isin(fill, stored).any():
+        if f and np.isin(fill, wk[:P]).any():
             row.append("a filler token is a stored key")
-        if not np.isin(qk, stored).all():
-            row.append("a query asks a key that was never stored")
-        if len(np.unique(qk)) != Q:
-            row.append("a key is queried twice")
         if cfg.strata and not row:
             per = np.bincount(info.stratum[r], minlength=cfg.strata)
             if (per != Q // cfg.strata).any():
                 row.append(f"queries per stratum {per.tolist()}, expected {Q // cfg.strata}")
-        latest = np.full(NK, -1, dtype=np.int64)
-        latest[stored] = wv[:P]
-        latest[wk[P:]] = wv[P:]  # the update pass comes later: last write wins
-        expected = np.full(tokens.shape[1], IGNORE, dtype=np.int64)
-        expected[start + 2 * np.arange(Q) + cfg.answer_offset] = latest[qk]
-        bad = np.nonzero(expected != targets[r])[0]
-        if len(bad):
-            row.append(f"targets disagree with the oracle at positions {bad[:5].tolist()}")
+        row += cfg.replay_problems(wk, wv, qk, targets[r])
         problems += [f"row {r}: {p}" for p in row]
     return problems
 
