@@ -32,8 +32,7 @@ COPY = [
 
 def run_snakemake(*args: str, cwd: Path = ROOT, timeout: int = 1800) -> subprocess.CompletedProcess:
     """Run this environment's snakemake with ``args`` in ``cwd``. The timeout guards against a
-    hang, not the budget: the smoke DAG takes about 6 minutes alone on 2 cores and passed 900 s
-    beside a demo run."""
+    hang, not the budget: beside a demo run the smoke DAG went past 900 s."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     return subprocess.run(
         [SNAKEMAKE, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env
