@@ -16,7 +16,6 @@ from arbench.tasks.lattice_recall import (
     generate,
     heldout,
     oracle_check,
-    query_info,
     with_headline,
 )
 
@@ -72,7 +71,7 @@ def test_layout_and_last_write_wins() -> None:
 def test_query_info_reads_updates_and_strata_from_tokens() -> None:
     cfg = LatticeConfig(pairs=16, strata=4, overwrite=0.25, filler=2, **SMALL)
     b = generate(cfg, 64, stream_rng(1, 1))
-    info = query_info(b.tokens, cfg)
+    info = cfg.query_info(b.tokens)
     assert (info.updated.sum(1) == cfg.n_updates).all()  # Q = P: every update is asked
     assert all((np.bincount(s, minlength=4) == 4).all() for s in info.stratum)
     for r in range(3):
@@ -87,7 +86,7 @@ def test_query_info_reads_updates_and_strata_from_tokens() -> None:
 
 def test_uniform_queries_cover_every_depth() -> None:
     cfg = LatticeConfig(pairs=32, queries=8, **SMALL)
-    info = query_info(generate(cfg, 400, stream_rng(0, 2)).tokens, cfg)
+    info = cfg.query_info(generate(cfg, 400, stream_rng(0, 2)).tokens)
     depth = np.bincount(info.store_index.ravel(), minlength=32)
     assert depth.min() > 50  # each of the 32 store positions asked ~100 times
 
@@ -109,7 +108,7 @@ def _write(cfg: LatticeConfig, i: int, slot: int) -> int:
 
 def _corrupt(kind: str, tok: np.ndarray, tgt: np.ndarray, cfg: LatticeConfig) -> None:
     P = cfg.pairs
-    info = query_info(tok[:1], cfg)
+    info = cfg.query_info(tok[:1])
     at = info.answer_pos[0]
     if kind == "flip_target":
         tgt[0, at[0]] = cfg.n_keys + (tgt[0, at[0]] - cfg.n_keys + 1) % cfg.n_values
@@ -181,7 +180,7 @@ def test_floors_match_monte_carlo() -> None:
     assert floors(LatticeConfig(pairs=8, **SMALL))["best_no_binding"] == pytest.approx(1 / 8)
     # the strategy: key matching tells an updated query; guess among that pass's values
     b = generate(cfg, 20000, stream_rng(0, 4))
-    info = query_info(b.tokens, cfg)
+    info = cfg.query_info(b.tokens)
     rng = np.random.default_rng(0)
     values = b.tokens[:, cfg.filler + 1 : cfg.write_len : cfg.block]
     pick = np.where(info.updated, P + rng.integers(0, M, info.key.shape), rng.integers(0, P))
@@ -235,7 +234,7 @@ def test_adapter_round_trips_a_wide_held_out_set_and_splits_scores(tmp_path, mon
     assert (a.tokens == b.tokens).all() and task.oracle(a) == []
     assert "P=16" in task.summary()
 
-    info = query_info(held.tokens, task.cfg)
+    info = task.cfg.query_info(held.tokens)
 
     def right_when_updated(model, tokens, targets, batch=256):
         pred = np.full(targets.shape, -1)
@@ -270,7 +269,7 @@ def test_batches_mark_the_store_pass_keys() -> None:
     assert batch.key_positions.shape == (3, 5)
     assert (batch.key_positions == np.arange(5) * cfg.block + 2).all()
     keys = np.take_along_axis(batch.tokens, batch.key_positions, axis=1)
-    info = query_info(batch.tokens, cfg)
+    info = cfg.query_info(batch.tokens)
     assert all(set(info.key[r]) == set(keys[r]) for r in range(3))  # every stored key asked
 
 

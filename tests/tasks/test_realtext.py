@@ -20,7 +20,6 @@ from arbench.tasks.realtext import (
     mine,
     mined,
     oracle_check,
-    query_info,
 )
 
 N_WORDS = 20
@@ -187,7 +186,7 @@ def test_the_answer_can_be_read_at_sep(corpus: Path) -> None:
     assert (b.tokens[b.targets != IGNORE] == at_sep.sep_id).all()
     assert oracle_check(b.tokens, b.targets, at_sep) == []
     assert oracle_check(a.tokens, a.targets, at_sep) != []
-    info = query_info(b.tokens, at_sep)
+    info = at_sep.query_info(b.tokens)
     assert (b.targets[np.arange(16)[:, None], info.answer_pos] != IGNORE).all()
     with pytest.raises(ValueError, match="task.answer must be one of"):
         _cfg(corpus, answer="mask")
@@ -198,7 +197,7 @@ def test_rows_hold_successors_and_last_write_wins(corpus: Path) -> None:
     m = mined(cfg)
     P, M, f, B, VS = cfg.pairs, cfg.n_updates, cfg.filler, cfg.block, cfg.word_span
     b = generate(cfg, 32, stream_rng(0, 2))
-    info = query_info(b.tokens, cfg)
+    info = cfg.query_info(b.tokens)
     assert (info.updated.sum(1) == M).all()
     for r in range(len(b)):
         w = b.tokens[r, : cfg.write_len].reshape(P + M, B)
@@ -221,7 +220,7 @@ def test_streams_are_pure_functions_and_disjoint(corpus: Path) -> None:
 
 def _corrupt(kind: str, tok: np.ndarray, tgt: np.ndarray, cfg: RealTextConfig) -> None:
     P, f, B = cfg.pairs, cfg.filler, cfg.block
-    info = query_info(tok[:1], cfg)
+    info = cfg.query_info(tok[:1])
     at = info.answer_pos[0]
 
     def value(i: int) -> int:  # position of write block i's value
@@ -283,7 +282,7 @@ def test_floors(corpus: Path) -> None:
     # the strategy: the corpus successor when untouched, an update-pass value otherwise
     m = mined(cfg)
     b = generate(cfg, 4000, stream_rng(0, 3))
-    info = query_info(b.tokens, cfg)
+    info = cfg.query_info(b.tokens)
     rows = np.arange(len(b))[:, None]
     truth = b.targets[rows, info.answer_pos]
     prior = cfg.word_span + m.successor[info.key]
@@ -367,7 +366,7 @@ def test_adapter_scores_updated_and_untouched(corpus: Path, tmp_path: Path, monk
     held = task.eval_set(6)
     save_eval_set(held, tmp_path / "eval.npz")
     assert task.oracle(task.held_out()) == [] and task.oracle(task.train_batch(0, 1, 3)) == []
-    info = query_info(held.tokens, task.cfg)
+    info = task.cfg.query_info(held.tokens)
 
     def right_when_untouched(model, tokens, targets, batch=256):
         pred = np.full(targets.shape, -1)

@@ -22,7 +22,7 @@ Queries are drawn uniformly from the stored keys (``strata: 0``) or depth-strati
 (``strata: S > 0``): Q/S queries from each of S equal slices of the store order, shuffled
 together, so accuracy can be reported by depth. A query's stratum is that of its key's
 first (store-pass) write. Which queries asked an updated key, and their strata, are read
-back from the tokens alone (`query_info`), for the evaluation and the oracle alike.
+back from the tokens alone (`WriteQueryLayout.query_info`), for the evaluation and the oracle alike.
 
 Targets follow the project convention (`arbench.tasks.base`): ``targets[t]`` is the token
 the model must emit at position ``t``, IGNORE elsewhere. Every draw comes from the
@@ -55,6 +55,8 @@ class WriteQueryLayout:
     ``answer`` shares (lattice_recall and realtext): P store blocks ``[f filler] k v``, M
     update blocks, then Q query slots ``k SEP``, the answer read at ``answer_offset``."""
 
+    strata: int = 0  # depth strata of the store pass (0: none); a config may declare its own
+
     @property
     def n_updates(self) -> int:
         """M = round(P * overwrite), the re-written keys."""
@@ -83,6 +85,29 @@ class WriteQueryLayout:
     def answer_offset(self) -> int:
         """Where in a query slot ``k SEP`` the answer is read: 1 (SEP) or 0 (the key)."""
         return 1 if self.answer == "sep" else 0
+
+    def query_info(self, tokens: np.ndarray) -> QueryInfo:
+        """`QueryInfo` of rows in this layout: keys are read at their block slots, so filler
+        tokens never count (the real-text task's filler is natural text, which holds key words
+        too); a key written twice is ``updated``; strata split the store pass by depth."""
+        tokens = np.asarray(tokens)
+        n, B, start = len(tokens), self.block, self.write_len
+        write_keys = tokens[:, self.filler : start : B]
+        qkeys = tokens[:, start : start + 2 * self.n_queries : 2]
+        updated = np.zeros(qkeys.shape, dtype=bool)
+        store = np.full(qkeys.shape, -1, dtype=np.int64)
+        for r in range(n):
+            uniq, first, count = np.unique(write_keys[r], return_index=True, return_counts=True)
+            at = np.minimum(np.searchsorted(uniq, qkeys[r]), len(uniq) - 1)
+            found = uniq[at] == qkeys[r]
+            updated[r] = found & (count[at] >= 2)
+            store[r] = np.where(found, first[at], -1)
+        stratum = np.full(qkeys.shape, -1, dtype=np.int64)
+        if self.strata:
+            stratum = np.where(store >= 0, store * self.strata // self.pairs, -1)
+        slots = start + 2 * np.arange(self.n_queries) + self.answer_offset
+        answer_pos = np.broadcast_to(slots, qkeys.shape).copy()
+        return QueryInfo(qkeys, answer_pos, updated, store, stratum)
 
     def cut(self, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """An oracle's view of rows (n, length): write blocks (n, P + M, block) and query
@@ -274,52 +299,6 @@ class QueryInfo:
     stratum: np.ndarray
 
 
-def block_query_info(
-    tokens: np.ndarray,
-    *,
-    filler: int,
-    writes: int,
-    queries: int,
-    answer_offset: int,
-    pairs: int,
-    strata: int = 0,
-) -> QueryInfo:
-    """`QueryInfo` of rows laid out as ``writes`` blocks ``[filler] k v`` then ``queries``
-    slots ``k SEP``: keys are read at their block slots, so filler tokens never count (the
-    real-text task's filler is natural text, which holds key words too)."""
-    tokens = np.asarray(tokens)
-    n, B = len(tokens), filler + 2
-    start = writes * B
-    write_keys = tokens[:, filler:start:B]
-    qkeys = tokens[:, start : start + 2 * queries : 2]
-    updated = np.zeros(qkeys.shape, dtype=bool)
-    store = np.full(qkeys.shape, -1, dtype=np.int64)
-    for r in range(n):
-        uniq, first, count = np.unique(write_keys[r], return_index=True, return_counts=True)
-        at = np.minimum(np.searchsorted(uniq, qkeys[r]), len(uniq) - 1)
-        found = uniq[at] == qkeys[r]
-        updated[r] = found & (count[at] >= 2)
-        store[r] = np.where(found, first[at], -1)
-    stratum = np.full(qkeys.shape, -1, dtype=np.int64)
-    if strata:
-        stratum = np.where(store >= 0, store * strata // pairs, -1)
-    answer_pos = np.broadcast_to(start + 2 * np.arange(queries) + answer_offset, qkeys.shape)
-    return QueryInfo(qkeys, answer_pos.copy(), updated, store, stratum)
-
-
-def query_info(tokens: np.ndarray, cfg: LatticeConfig) -> QueryInfo:
-    """`QueryInfo` of lattice-recall rows: which queries ask an updated key, their strata."""
-    return block_query_info(
-        tokens,
-        filler=cfg.filler,
-        writes=cfg.pairs + cfg.n_updates,
-        queries=cfg.n_queries,
-        answer_offset=cfg.answer_offset,
-        pairs=cfg.pairs,
-        strata=cfg.strata,
-    )
-
-
 # --------------------------------------------------------------------------- oracle
 
 
@@ -341,7 +320,7 @@ def oracle_check(tokens: np.ndarray, targets: np.ndarray, cfg: LatticeConfig) ->
     P, M, Q, f = cfg.pairs, cfg.n_updates, cfg.n_queries, cfg.filler
     NK, NV = cfg.n_keys, cfg.n_values
     writes, slots = cfg.cut(tokens)
-    info = query_info(tokens, cfg)
+    info = cfg.query_info(tokens)
     problems: list[str] = []
     for r in range(len(tokens)):
         row: list[str] = []
@@ -402,7 +381,7 @@ def floors(cfg: LatticeConfig) -> dict[str, float]:
 def scores(pred: np.ndarray, tokens: np.ndarray, targets: np.ndarray, cfg: LatticeConfig) -> dict:
     """Accuracy of predictions ``pred`` (shaped like ``targets``), over all queries, over
     the updated and untouched ones, and per depth stratum when ``cfg.strata`` > 0."""
-    info = query_info(tokens, cfg)
+    info = cfg.query_info(tokens)
     rows = np.arange(len(tokens))[:, None]
     hit = np.asarray(pred)[rows, info.answer_pos] == np.asarray(targets)[rows, info.answer_pos]
 

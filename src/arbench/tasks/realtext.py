@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from arbench.tasks.base import IGNORE, Batch, ConfigTask, register_task, stream_rng
-from arbench.tasks.lattice_recall import ANSWERS, QueryInfo, WriteQueryLayout, block_query_info
+from arbench.tasks.lattice_recall import ANSWERS, WriteQueryLayout
 
 MINING_KEYS = (
     "vocab_words",
@@ -356,18 +356,6 @@ def heldout(cfg: RealTextConfig, n: int, seed: int = 0) -> Batch:
     return generate(cfg, n, stream_rng(seed, 0, purpose=1))
 
 
-def query_info(tokens: np.ndarray, cfg: RealTextConfig) -> QueryInfo:
-    """Per query, read from the tokens: which asked an updated key (written twice)."""
-    return block_query_info(
-        tokens,
-        filler=cfg.filler,
-        writes=cfg.pairs + cfg.n_updates,
-        queries=cfg.n_queries,
-        answer_offset=cfg.answer_offset,
-        pairs=cfg.pairs,
-    )
-
-
 # --------------------------------------------------------------------------- oracle
 
 
@@ -487,7 +475,7 @@ class RealTextTask(ConfigTask):
 
 def scores(pred: np.ndarray, tokens: np.ndarray, targets: np.ndarray, cfg: RealTextConfig) -> dict:
     """Accuracy over all queries and over the updated and the untouched ones."""
-    info = query_info(tokens, cfg)
+    info = cfg.query_info(tokens)
     rows = np.arange(len(tokens))[:, None]
     hit = np.asarray(pred)[rows, info.answer_pos] == np.asarray(targets)[rows, info.answer_pos]
 
