@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 JOB = """
@@ -81,8 +83,9 @@ def test_every_script_logs_a_failure_of_anything_after_setup(tmp_path: Path) -> 
         assert "deliberately" in text, f"{name}: {text}"
 
 
-def test_setup_logs_a_broken_torch(tmp_path: Path) -> None:
-    """The log opens before torch is imported, so an environment without it says so there."""
+def test_a_broken_torch_is_logged_by_the_job_that_imports_it(tmp_path: Path) -> None:
+    """The log opens before anything imports torch, so an environment without it says so
+    there; `setup` itself never imports it."""
     log = tmp_path / "job.log"
     code = (
         "import sys\n"
@@ -90,10 +93,27 @@ def test_setup_logs_a_broken_torch(tmp_path: Path) -> None:
         "sys.modules['torch'] = None  # import torch raises ImportError\n"
         "from arbench.runtime import setup\n"
         f"setup({str(log)!r})\n"
+        "print('setup done')\n"
+        "import torch\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 1
+    assert done.returncode == 1 and "setup done" in done.stdout
     assert "Traceback" in log.read_text() and "torch" in log.read_text()
+
+
+def test_threads_are_pinned_for_a_torch_loaded_after_setup(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        f"sys.path.insert(0, {str(ROOT / 'src')!r})\n"
+        "from arbench.runtime import setup\n"
+        "setup(None, threads=1)\n"
+        "assert 'torch' not in sys.modules\n"
+        "import torch\n"
+        "print(torch.get_num_threads())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["1"]  # torch alone would take every core
 
 
 def test_sigterm_is_logged_with_where_the_job_was(tmp_path: Path) -> None:
@@ -101,8 +121,6 @@ def test_sigterm_is_logged_with_where_the_job_was(tmp_path: Path) -> None:
     code = (
         "import os, signal, sys, time\n"
         f"sys.path.insert(0, {str(ROOT / 'src')!r})\n"
-        "sys.modules['torch'] = type(sys)('torch')  # a stand-in: the real import is slow\n"
-        "sys.modules['torch'].set_num_threads = lambda n: None\n"
         "from arbench.runtime import setup\n"
         f"setup({str(log)!r})\n"
         "def long_training_step():\n"
@@ -114,3 +132,38 @@ def test_sigterm_is_logged_with_where_the_job_was(tmp_path: Path) -> None:
     assert done.returncode == 1
     text = log.read_text()
     assert "Terminated: received signal SIGTERM" in text and "long_training_step" in text
+
+
+# the jobs that read and write data, stats, tables and figures: none needs torch, whose import
+# (2-3 s) would be most of such a job's time
+TORCH_FREE = [
+    "claims",
+    "eval_set",
+    "figure",
+    "floors_table",
+    "lattice",
+    "paper",
+    "release_index",
+    "release_split",
+    "release_validate",
+    "stats",
+    "table",
+    "validate_stream",
+]
+IMPORTS_ONLY = """
+import ast, sys
+sys.path.insert(0, {scripts!r})
+tree = ast.parse(open({script!r}).read())
+imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+exec(compile(ast.Module(body=imports, type_ignores=[]), {script!r}, "exec"), {{}})
+print(sorted(m for m in ("torch", "arbench.models", "arbench.train.loop") if m in sys.modules))
+"""
+
+
+@pytest.mark.parametrize("name", TORCH_FREE)
+def test_a_data_or_report_script_never_imports_torch(name: str) -> None:
+    script = ROOT / "scripts" / f"{name}.py"
+    code = IMPORTS_ONLY.format(scripts=str(script.parent), script=str(script))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]", f"{name} imports {done.stdout.strip()}"

@@ -19,18 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from arbench.io import atomic_write_json, read_json
-from arbench.models import families
+from arbench.mismatch import SettingsMismatch, differences
 from arbench.runtime import Log
 from arbench.tasks import build_task, task_class
 from arbench.tasks.base import Batch, Release, Signal, Task, load_eval_set, save_eval_set
-from arbench.train.loop import (
-    SettingsMismatch,
-    TrainConfig,
-    differences,
-    load_trained,
-    record_settings,
-    train,
-)
 
 FINAL = "final.json"
 
@@ -61,6 +53,9 @@ def train_run(
     model settings (`arbench.config.model_settings`); ``record`` adds fields to the record
     (experiment, arm, scale). Returns the record.
     """
+    from arbench.models import families  # torch: imported by the jobs that train, only
+    from arbench.train.loop import TrainConfig, train
+
     adapter = build_task(task, data_dir)
     model_cfg = families.model_config(model, adapter.vocab_size)
     payload = train(
@@ -97,6 +92,9 @@ def evaluate_run(
     config), or a record of a run on other task settings than ``task``, is a
     `SettingsMismatch` naming the file and what differs: never a score of the wrong model.
     """
+    from arbench.models import families  # torch: imported by the jobs that score, only
+    from arbench.train.loop import load_trained, record_settings
+
     final_path = Path(run_dir) / FINAL
     final = read_json(final_path)
     _check_task(final_path, final, task)

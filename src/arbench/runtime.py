@@ -1,14 +1,17 @@
 """The runtime every job shares: torch threads, memory retention, logging, failure tracebacks.
 
 `setup` is the first thing every script in `scripts/` calls, before it imports the library,
-and it opens the log before it imports torch: an exception raised by any later line (an import
-included) ends up, with its traceback, in the rule's log file. A SIGTERM (a scheduler's time
-limit, a cancelled job) is turned into an exception, so it is logged too; a SIGKILL cannot be.
+and it opens the log before anything imports torch: an exception raised by any later line (an
+import included) ends up, with its traceback, in the rule's log file. It never imports torch
+itself, so the jobs that do not need it (data, stats, tables, figures) skip that import. A
+SIGTERM (a scheduler's time limit, a cancelled job) is turned into an exception, so it is
+logged too; a SIGKILL cannot be.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import traceback
@@ -16,7 +19,11 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType, TracebackType
 
+from arbench.cpu_memory import retain_freed_memory
+
 Log = Callable[[str], None]
+# what torch (its OpenMP and MKL runtimes) reads for its thread count when it loads
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 class Terminated(Exception):
@@ -25,8 +32,9 @@ class Terminated(Exception):
 
 def setup(log_path: str | None, threads: int = 1, name: str = "arbench") -> Log:
     """Log to the rule's log file and stderr, write any exception that ends the job to that
-    log with its traceback, then pin torch threads to the rule's `threads:` and keep freed
-    tensor memory in the process (see `arbench.cpu_memory`). Returns the log function."""
+    log with its traceback, pin torch threads to the rule's `threads:` (whether torch loads
+    before or after) and keep freed tensor memory in the process (`arbench.cpu_memory`).
+    Returns the log function."""
     logger = logging.getLogger(name)
     logger.setLevel(logging.INFO)
     logger.handlers.clear()
@@ -49,14 +57,19 @@ def setup(log_path: str | None, threads: int = 1, name: str = "arbench") -> Log:
 
     sys.excepthook = log_failure
     _raise_on_sigterm()
-    # only now what can fail on a broken environment, so its traceback reaches the log
-    import torch
-
-    from arbench.cpu_memory import retain_freed_memory
-
-    torch.set_num_threads(max(1, int(threads)))
+    _pin_threads(max(1, int(threads)))
     retain_freed_memory()
     return logger.info
+
+
+def _pin_threads(n: int) -> None:
+    """Pin torch's intra-op threads to ``n`` without importing torch: the OpenMP and MKL
+    variables it reads when it loads (a job that never needs torch, a data or report job,
+    saves its 2-3 s import), or `torch.set_num_threads` when it is loaded already."""
+    for var in THREAD_VARS:
+        os.environ[var] = str(n)
+    if sys.modules.get("torch") is not None:
+        sys.modules["torch"].set_num_threads(n)
 
 
 def _raise_on_sigterm() -> None:

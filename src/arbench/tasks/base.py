@@ -20,10 +20,12 @@ import inspect
 import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:
+    import torch
 
 IGNORE = -100  # target of every position the loss and the accuracy skip
 
@@ -51,6 +53,8 @@ class Batch:
 
     def tensors(self, device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
         """(tokens, targets) as int64 tensors on ``device``."""
+        import torch  # here, not at the top: data and report jobs never load torch
+
         return tuple(  # type: ignore[return-value]
             torch.from_numpy(np.asarray(a, dtype=np.int64)).to(device)
             for a in (self.tokens, self.targets)

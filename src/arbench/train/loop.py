@@ -36,6 +36,7 @@ import torch.nn.functional as F
 
 import arbench
 from arbench.io import atomic_write_bytes
+from arbench.mismatch import SettingsMismatch, differences
 from arbench.models import LanguageModel, ModelConfig, families
 from arbench.tasks.base import IGNORE, Signal, Task
 from arbench.train.curriculum import Curriculum, CurriculumConfig
@@ -47,10 +48,6 @@ MODEL_FORMAT = "arbench-model/1"  # model.pt: {"format", "fingerprint", "setting
 # training options that change how a run is recorded, never what it computes: resuming
 # across a change of these reproduces the same run
 NOT_IDENTITY = frozenset({"checkpoint_every"})
-
-
-class SettingsMismatch(RuntimeError):
-    """A checkpoint or model file was written by other run settings than the ones asked for."""
 
 
 @dataclass
@@ -174,35 +171,6 @@ def fingerprint(settings: dict[str, Any]) -> str:
 def record_settings(record: dict[str, Any]) -> dict[str, Any]:
     """`run_settings` of a run's final.json record."""
     return run_settings(record["model"], record["train"], record["task"], record["seed"])
-
-
-def differences(ours: dict[str, Any], theirs: dict[str, Any], limit: int = 6) -> str:
-    """The dotted keys whose values differ, as 'key: ours vs theirs', at most ``limit``."""
-    a, b = _flatten(ours), _flatten(theirs)
-    keys = sorted(set(a) | set(b))
-    found = [
-        f"{k}: {_shown(a, k)} vs {_shown(b, k)}"
-        for k in keys
-        if a.get(k, _UNSET) != b.get(k, _UNSET)
-    ]
-    more = f" and {len(found) - limit} more" if len(found) > limit else ""
-    return "; ".join(found[:limit]) + more if found else "no field differs"
-
-
-_UNSET = object()
-
-
-def _shown(flat: dict[str, Any], key: str) -> str:
-    return repr(flat[key]) if key in flat else "(unset)"
-
-
-def _flatten(d: Any, prefix: str = "") -> dict[str, Any]:
-    if not isinstance(d, dict):
-        return {prefix: d}
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
-    return out
 
 
 def _task_identity(task: Task) -> dict[str, Any]:

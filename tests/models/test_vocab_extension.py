@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from arbench.models.lm import LanguageModel, ModelConfig, build_model
-from arbench.tasks.vocab_extension import (
+from arbench.models.vocab_extension import (
     donor_ids,
     extend_vocabulary,
     extended_vocab_size,
