@@ -123,3 +123,17 @@ def test_figure_draws_all_three_panels(tmp_path: Path) -> None:
     out = [tmp_path / "kv.png", tmp_path / "kv.pdf"]
     FIGURES["kvbench"](_stats(), out)
     assert all(p.stat().st_size > 10_000 for p in out)
+
+
+def test_figure_drops_the_per_index_panel_where_nothing_was_measured(monkeypatch) -> None:
+    import arbench.report.figures as figures
+
+    drawn: list = []
+    monkeypatch.setattr(figures, "save_figure", lambda fig, outputs: drawn.append(fig))
+    stats = _stats()
+    FIGURES["kvbench"](stats, [])
+    stats["kvbench"]["per_index"] = {}  # a run with eval.index_entries: 0 (the long run)
+    FIGURES["kvbench"](stats, [])
+    titles = [[ax.get_title() for ax in fig.axes] for fig in drawn]
+    assert "per-index cross-entropy" in titles[0] and len(titles[0]) == 3
+    assert titles[1] == ["accuracy vs context length", "memory of the evaluation"]

@@ -11,6 +11,7 @@ from arbench.report.tables import TEMPLATES, fmt_p, latex_escape, render
 def test_latex_escape_and_p_formats() -> None:
     assert latex_escape("a_b & 50% #1") == r"a\_b \& 50\% \#1"
     assert latex_escape("x^2~{y}") == r"x\^{}2\textasciitilde{}\{y\}"
+    assert latex_escape("k->v, p <= 1") == r"k-\textgreater{}v, p \textless{}= 1"
     assert fmt_p(0.5) == "0.500" and fmt_p(0.0042) == "0.0042" and fmt_p(1e-6) == "<0.0001"
 
 
@@ -70,6 +71,15 @@ def test_grid_table_has_a_column_per_value_and_rebound_rows(grid_experiment, gri
     assert rf"{plain['mean']:.3f}\,{{\scriptsize$\pm${plain['sd']:.2f}}}$^{{c}}$" in tex
     assert "2 & convolution & rank-1" in tex and "4 & convolution & rank-1" in tex
     assert tex.count(r"\begin{tabular}") == tex.count(r"\end{tabular}") == 2
+
+
+def test_a_grid_without_contrasts_has_no_contrast_table(grid_experiment, grid_evals) -> None:
+    alone = {**grid_experiment, "contrasts": []}
+    stats = experiment_stats("g", alone, grid_evals, "demo", "grid")
+    tex = render(TEMPLATES / "grid.tex.j2", source="s.json", **stats)
+    assert tex.count(r"\begin{tabular}") == tex.count(r"\end{tabular}") == 1
+    assert "knob & within" not in tex and "Contrasts:" not in tex
+    assert "arm & pairs=2 & pairs=4 \\\\" in tex
 
 
 def test_tuned_grid_table_shows_best_and_default(tuned_experiment, tuned_evals) -> None:

@@ -272,11 +272,16 @@ def kvbench_panels(stats: dict[str, Any], outputs: list[str | Path]) -> None:
     """The key-value benchmark: exact match against context length (tokens per sequence,
     log2 x, the training length marked), the per-index cross-entropy of second occurrences
     on a fixed sequence (first occurrences dashed: unpredictable), and the evaluator's peak
-    memory against length (linear memory is a slope-1 line on these log axes)."""
+    memory against length (on log axes where it spans 4x or more, so linear memory is a
+    slope-1 line)."""
     kv = stats["kvbench"]
-    fig, axes = plt.subplots(1, 3, figsize=(11.5, 3.4))
+    # the per-index panel only where the evaluation measured it (``eval.index_entries`` > 0)
+    indexed = bool(kv["per_index"])
+    panels = 3 if indexed else 2
+    fig, axes = plt.subplots(1, panels, figsize=(3.1 * panels + 0.3, 3.3 + 0.3 * indexed))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    acc, ce, mem = axes
+    acc, mem = axes[0], axes[-1]
+    ce = axes[1] if indexed else None
     for i, arm in enumerate(kv["arms"]):
         color = colors[i % len(colors)]
         rows = [(c, kv["table"][arm][c]) for c in kv["configs"] if c in kv["table"][arm]]
@@ -284,7 +289,7 @@ def kvbench_panels(stats: dict[str, Any], outputs: list[str | Path]) -> None:
             xs = [kv["rates"][arm][c]["length"] for c, _ in rows]
             acc.plot(xs, [r["mean"] for _, r in rows], marker="o", ms=3, color=color, label=arm)
         curve = kv["per_index"].get(arm)
-        if curve:
+        if curve and ce is not None:
             idx = np.arange(curve["entries"])
             second = np.array([np.nan if v is None else v for v in curve["second"]])
             ce.plot(idx, second, lw=0.9, color=color, label=arm)
@@ -300,14 +305,14 @@ def kvbench_panels(stats: dict[str, Any], outputs: list[str | Path]) -> None:
                 label=arm,
             )
     acc.axvline(kv["train_length"], color="grey", lw=0.8, ls="--")
-    acc.text(kv["train_length"], 0.02, " trained", fontsize=6, color="grey")
+    acc.text(kv["train_length"], 0.02, " trained", fontsize=7, color="grey")
     acc.set_xscale("log", base=2)
     acc.set_ylim(-0.02, 1.02)
-    acc.set_xlabel("context (tokens per sequence)", fontsize=7)
-    acc.set_ylabel("exact match (second occurrences)", fontsize=7)
-    acc.set_title("accuracy vs context length", fontsize=8)
+    acc.set_xlabel("context (tokens per sequence)", fontsize=8)
+    acc.set_ylabel("exact match (second occurrences)", fontsize=8)
+    acc.set_title("accuracy vs context length", fontsize=9)
     first = [c["first"] for c in kv["per_index"].values()]
-    if first:
+    if first and ce is not None:
         mean_first = [np.nan if v is None else v for v in mean_curve(first)]
         ce.plot(
             np.arange(len(mean_first)),
@@ -317,27 +322,32 @@ def kvbench_panels(stats: dict[str, Any], outputs: list[str | Path]) -> None:
             ls="--",
             label="first occurrences (mean)",
         )
-    ce.set_xlabel("entry index in the fixed sequence", fontsize=7)
-    ce.set_ylabel("value-digit cross-entropy (nats)", fontsize=7)
-    ce.set_title("per-index cross-entropy", fontsize=8)
+    if ce is not None:
+        ce.set_xlabel("entry index in the fixed sequence", fontsize=8)
+        ce.set_ylabel("value-digit cross-entropy (nats)", fontsize=8)
+        ce.set_title("per-index cross-entropy", fontsize=9)
     mem.set_xscale("log", base=2)
-    mem.set_yscale("log", base=2)
-    mem.yaxis.set_major_formatter(ScalarFormatter())
-    mem.yaxis.set_minor_formatter(ScalarFormatter())
-    mem.set_xlabel("context (tokens per sequence)", fontsize=7)
-    mem.set_ylabel("evaluation's peak memory (MiB; CPU: process RSS)", fontsize=7)
-    mem.set_title("memory of the evaluation", fontsize=8)
+    peaks = [y for line in mem.get_lines() for y in line.get_ydata() if y > 0]
+    if peaks and max(peaks) >= 4 * min(peaks):  # a log axis only where memory spans 4x
+        mem.set_yscale("log", base=2)
+        mem.yaxis.set_major_formatter(ScalarFormatter())
+        mem.yaxis.set_minor_formatter(ScalarFormatter())
+    mem.set_xlabel("context (tokens per sequence)", fontsize=8)
+    mem.set_ylabel("peak memory (MiB; CPU: process RSS)", fontsize=8)
+    mem.set_title("memory of the evaluation", fontsize=9)
     for ax in axes:
-        ax.tick_params(labelsize=6)
+        ax.tick_params(labelsize=7)
     handles, labels = acc.get_legend_handles_labels()
-    h2, l2 = ce.get_legend_handles_labels()
+    h2, l2 = ce.get_legend_handles_labels() if ce is not None else ([], [])
     for h, lab in zip(h2, l2, strict=True):
         if lab not in labels:
             handles.append(h)
             labels.append(lab)
-    fig.legend(handles, labels, fontsize=6, loc="center right")
-    fig.suptitle(f"{stats['title']} (scale={stats['scale']}, n≤{kv['seeds']} seed(s))", fontsize=8)
-    fig.tight_layout(rect=(0, 0, 0.84, 1))
+    # below the panels, so they keep the page's width
+    fig.legend(handles, labels, fontsize=7, loc="lower center", ncol=min(5, len(labels)))
+    fig.suptitle(f"{stats['title']} (scale={stats['scale']}, n≤{kv['seeds']} seed(s))", fontsize=9)
+    rows = -(-len(labels) // 5)
+    fig.tight_layout(rect=(0, 0.045 * rows + 0.03, 1, 1))
     save_figure(fig, outputs)
 
 

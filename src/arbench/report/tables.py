@@ -21,6 +21,8 @@ _ESCAPES = {
     "}": r"\}",
     "~": r"\textasciitilde{}",
     "^": r"\^{}",
+    "<": r"\textless{}",  # OT1 text fonts set a bare < and > as inverted marks
+    ">": r"\textgreater{}",
 }
 
 
