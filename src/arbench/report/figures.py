@@ -289,7 +289,7 @@ def kvbench_panels(stats: dict[str, Any], outputs: list[str | Path]) -> None:
             xs = [kv["rates"][arm][c]["length"] for c, _ in rows]
             acc.plot(xs, [r["mean"] for _, r in rows], marker="o", ms=3, color=color, label=arm)
         curve = kv["per_index"].get(arm)
-        if curve and ce is not None:
+        if curve:  # a curve means ``indexed``, so the panel exists
             idx = np.arange(curve["entries"])
             second = np.array([np.nan if v is None else v for v in curve["second"]])
             ce.plot(idx, second, lw=0.9, color=color, label=arm)
@@ -312,7 +312,7 @@ def kvbench_panels(stats: dict[str, Any], outputs: list[str | Path]) -> None:
     acc.set_ylabel("exact match (second occurrences)", fontsize=8)
     acc.set_title("accuracy vs context length", fontsize=9)
     first = [c["first"] for c in kv["per_index"].values()]
-    if first and ce is not None:
+    if first:
         mean_first = [np.nan if v is None else v for v in mean_curve(first)]
         ce.plot(
             np.arange(len(mean_first)),
@@ -344,9 +344,10 @@ def kvbench_panels(stats: dict[str, Any], outputs: list[str | Path]) -> None:
             handles.append(h)
             labels.append(lab)
     # below the panels, so they keep the page's width
-    fig.legend(handles, labels, fontsize=7, loc="lower center", ncol=min(5, len(labels)))
+    ncol = min(5, len(labels))
+    fig.legend(handles, labels, fontsize=7, loc="lower center", ncol=ncol)
     fig.suptitle(f"{stats['title']} (scale={stats['scale']}, n≤{kv['seeds']} seed(s))", fontsize=9)
-    rows = -(-len(labels) // 5)
+    rows = -(-len(labels) // max(ncol, 1))
     fig.tight_layout(rect=(0, 0.045 * rows + 0.03, 1, 1))
     save_figure(fig, outputs)
 
