@@ -1,4 +1,4 @@
-# Figures, drawn in the layout the experiment's task declares (stats JSON "layout").
+# Figures, drawn in the experiment's layout (stats JSON "layout"; arbench.report.layouts).
 
 
 rule figure:

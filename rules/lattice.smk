@@ -1,15 +1,16 @@
 # The lattice-memory report: one table and one three-panel figure over its three studies
-# (capacity, forgetting, real text; arbench.report.lattice.STUDIES), read from their
-# statistics. Planned only when the config holds all three (arbench.plan.Plan.targets).
-from arbench.report.lattice import STUDIES as LATTICE_STUDIES  # noqa: E402
+# (capacity, forgetting, real text: the experiments the config's `lattice` block names,
+# arbench.report.lattice.lattice_studies), read from their statistics. Planned only when the
+# config holds all three (arbench.plan.Plan.targets).
+from arbench.report import lattice as arbench_lattice  # noqa: E402
+
+LATTICE_STUDIES = arbench_lattice.lattice_studies(CFG)
 
 
 rule lattice_report:
     input:
+        **{kind: f"{R}/stats/{name}.json" for kind, name in LATTICE_STUDIES.items()},
         template="src/arbench/report/templates/lattice.tex.j2",
-        capacity=f"{R}/stats/{LATTICE_STUDIES['capacity']}.json",
-        forgetting=f"{R}/stats/{LATTICE_STUDIES['forgetting']}.json",
-        realtext=f"{R}/stats/{LATTICE_STUDIES['realtext']}.json",
     output:
         tex=report(
             f"{R}/tables/lattice.tex",
@@ -36,5 +37,7 @@ rule lattice_report:
     resources:
         mem_mb=1000,
         runtime=5,
+    params:
+        arm=lambda wc: arbench_lattice.lattice_arm(CFG),
     script:
         "../scripts/lattice.py"

@@ -1,11 +1,12 @@
 # LaTeX tables rendered from jinja2 templates: each experiment's in its layout, the cell zoo
 # at the reference arm's budget, and the floors of every task setting the config trains on.
+from arbench.report.layouts import template_path  # noqa: E402
 
 
 rule table:
     input:
         stats=f"{R}/stats/{{experiment}}.json",
-        template=lambda wc: f"src/arbench/report/templates/{PLAN.layout(wc.experiment)}.tex.j2",
+        template=lambda wc: template_path(PLAN.layout(wc.experiment)),
     output:
         report(
             f"{R}/tables/{{experiment}}.tex",

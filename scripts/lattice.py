@@ -8,9 +8,9 @@ sm = snakemake
 log = setup(sm.log[0], sm.threads)  # first: whatever fails below is logged
 
 from arbench.io import atomic_write_text, read_json
-from arbench.report.lattice import STUDIES, figure, render_table, summary
+from arbench.report.lattice import KINDS, figure, render_table, summary
 
-report = summary({kind: read_json(sm.input[kind]) for kind in STUDIES})
+report = summary({kind: read_json(sm.input[kind]) for kind in KINDS}, sm.params.arm)
 atomic_write_text(sm.output.tex, render_table(report, sm.input.template))
 figure(report, [sm.output.pdf, sm.output.png])
 largest = report["lattice_largest"]

@@ -13,9 +13,9 @@ import pytest
 from arbench import frontier_arms
 from arbench.config import run_arms, task_settings
 from arbench.report.experiment import experiment_stats
-from arbench.report.figures import FIGURES
 from arbench.report.frontier import crossing, thresholds
-from arbench.report.tables import TEMPLATES, render
+from arbench.report.layouts import layout_of
+from arbench.report.tables import render
 from arbench.tasks import build_task
 
 FRONTIER = {
@@ -177,19 +177,19 @@ def test_a_reversed_curve_moves_the_threshold(stats) -> None:
 
 
 def test_table_renders_both_tables(stats) -> None:
-    tex = render(TEMPLATES / "frontier.tex.j2", source="stats/frontier.json", **stats)
+    tex = render(layout_of("frontier").template_file, source="stats/frontier.json", **stats)
     assert tex.count("\\begin{table}") == 2
     assert "V64-L32-K4-a0.01" in tex and "per binding" in tex and "$2^{6}$" in tex
 
 
 def test_table_compiles(stats, tmp_path: Path, compile_tex) -> None:
     compile_tex(
-        render(TEMPLATES / "frontier.tex.j2", source="stats/frontier.json", **stats), tmp_path
+        render(layout_of("frontier").template_file, source="stats/frontier.json", **stats), tmp_path
     )
 
 
 def test_figure_draws_a_panel_per_load(stats, tmp_path: Path) -> None:
     out = [tmp_path / "f.png", tmp_path / "f.pdf"]
-    FIGURES["frontier"](stats, out)
+    layout_of("frontier").builder()(stats, out)
     assert all(p.stat().st_size > 5000 for p in out)
     assert not math.isnan(stats["frontier"]["rows"][0]["thresholds"]["0.9"]["state"])

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from arbench.report.experiment import experiment_stats
-from arbench.report.figures import FIGURES
 from arbench.report.kvbench import spearman, summary
-from arbench.report.tables import TEMPLATES, render
+from arbench.report.layouts import layout_of
+from arbench.report.tables import render
 
 EXP = {
     "title": "kv",
@@ -109,19 +109,19 @@ def _stats() -> dict:
 
 def test_table_has_a_row_per_variant_and_a_column_per_length() -> None:
     stats = _stats()
-    tex = render(TEMPLATES / "kvbench.tex.j2", source="s.json", **stats)
+    tex = render(layout_of("kvbench").template_file, source="s.json", **stats)
     assert "\\texttt{a} & 99.0 & 39.0 & 9.0 & 3 \\\\" in tex
     assert "\\texttt{c} & 99.0 & 94.0 & -- & 1 \\\\" in tex
     assert "$n{=}32$" in tex and "load schedule of 2, 8 keys" in tex
 
 
 def test_table_compiles(compile_tex, tmp_path: Path) -> None:
-    compile_tex(render(TEMPLATES / "kvbench.tex.j2", source="s.json", **_stats()), tmp_path)
+    compile_tex(render(layout_of("kvbench").template_file, source="s.json", **_stats()), tmp_path)
 
 
 def test_figure_draws_all_three_panels(tmp_path: Path) -> None:
     out = [tmp_path / "kv.png", tmp_path / "kv.pdf"]
-    FIGURES["kvbench"](_stats(), out)
+    layout_of("kvbench").builder()(_stats(), out)
     assert all(p.stat().st_size > 10_000 for p in out)
 
 
@@ -131,9 +131,9 @@ def test_figure_drops_the_per_index_panel_where_nothing_was_measured(monkeypatch
     drawn: list = []
     monkeypatch.setattr(figures, "save_figure", lambda fig, outputs: drawn.append(fig))
     stats = _stats()
-    FIGURES["kvbench"](stats, [])
+    layout_of("kvbench").builder()(stats, [])
     stats["kvbench"]["per_index"] = {}  # a run with eval.index_entries: 0 (the long run)
-    FIGURES["kvbench"](stats, [])
+    layout_of("kvbench").builder()(stats, [])
     titles = [[ax.get_title() for ax in fig.axes] for fig in drawn]
     assert "per-index cross-entropy" in titles[0] and len(titles[0]) == 3
     assert titles[1] == ["accuracy vs context length", "memory of the evaluation"]

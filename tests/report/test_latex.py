@@ -12,7 +12,8 @@ import pytest
 from arbench.report import claims as C
 from arbench.report import paper
 from arbench.report.experiment import experiment_stats
-from arbench.report.tables import TEMPLATES, render
+from arbench.report.layouts import layout_of
+from arbench.report.tables import render
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULT_TABLES = sorted(ROOT.glob("results/**/tables/*.tex"))
@@ -32,7 +33,7 @@ def _layouts(request: pytest.FixtureRequest) -> dict[str, str]:
     }
     template = {"tuned": "grid"}
     return {
-        name: render(TEMPLATES / f"{template.get(name, name)}.tex.j2", source="s.json", **stats)
+        name: render(layout_of(template.get(name, name)).template_file, source="s.json", **stats)
         for name, stats in cases.items()
     }
 

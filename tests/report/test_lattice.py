@@ -1,7 +1,8 @@
 """The lattice-memory report on synthetic statistics: the largest P at the target recall
 (including a curve that drops below it and comes back), the forgetting split and its
 floors, the time per step, the table (compiled with pdflatex when present) and the
-three-panel figure, and the plan that asks for them."""
+three-panel figure, the config block that names the studies and the reported arm, and the
+plan that asks for them."""
 
 from __future__ import annotations
 
@@ -11,16 +12,25 @@ from typing import Any
 import pytest
 
 from arbench import config as arbench_config
+from arbench import experiment
 from arbench.plan import Plan
 from arbench.report.experiment import experiment_stats
 from arbench.report.lattice import (
-    STUDIES,
     figure,
     largest_reached,
+    lattice_arm,
+    lattice_studies,
     render_table,
     summary,
     updated_floor,
 )
+
+BLOCK = {
+    "experiments": {"realtext": "lt_text", "capacity": "lt_cap", "forgetting": "lt_forget"},
+    "arm": "lattice",
+}
+STUDIES = lattice_studies({"lattice": BLOCK})
+ARM = lattice_arm({"lattice": BLOCK})
 
 TRAIN = {"steps": 100, "batch": 8, "lr": 1e-2, "warmup": 10}
 LATTICE = {"cell": "lattice", "heads": 2, "d_v": 4, "addr_scale": 2.5}
@@ -73,7 +83,7 @@ def _evals(
     exp: dict[str, Any], scores: dict[tuple[str, Any], list[float]], split: bool = False
 ) -> list[dict[str, Any]]:
     out = []
-    for run_arm, (arm, value) in arbench_config.grid_points(exp).items():
+    for run_arm, (arm, value) in ((r.name, (r.arm, r.value)) for r in experiment.runs_of("", exp)):
         for seed, acc in enumerate(scores[(arm, value)]):
             s: dict[str, Any] = {"accuracy": acc, "queries": 100}
             if split:  # the forgetting evaluation: headline = updated, untouched beside
@@ -130,7 +140,7 @@ def test_largest_reached_counts_only_an_unbroken_run_from_the_smallest() -> None
 
 
 def test_capacity_reports_the_largest_p_before_the_drop(stats) -> None:
-    r = summary(stats)
+    r = summary(stats, ARM)
     cap = r["capacity"]
     assert cap["arms"]["lattice"]["largest"] == 8  # 16 falls to 0.98; 32 does not count
     assert cap["arms"]["delta_rule"]["largest"] is None  # 0.985 already at P = 4
@@ -144,7 +154,7 @@ def test_capacity_reports_the_largest_p_before_the_drop(stats) -> None:
 
 
 def test_forgetting_splits_updated_and_untouched_keys(stats) -> None:
-    f = summary(stats)["forgetting"]
+    f = summary(stats, ARM)["forgetting"]
     point = f["arms"]["lattice"]["points"][0]  # overwrite 0.25
     assert point["mean"] == pytest.approx(0.5)  # the headline: updated keys
     assert point["splits"]["accuracy_updated"] == pytest.approx(0.5)
@@ -156,11 +166,11 @@ def test_forgetting_splits_updated_and_untouched_keys(stats) -> None:
 
 def test_a_missing_study_is_named(stats) -> None:
     with pytest.raises(ValueError, match=r"no statistics for \['realtext'\]"):
-        summary({k: v for k, v in stats.items() if k != "realtext"})
+        summary({k: v for k, v in stats.items() if k != "realtext"}, ARM)
 
 
 def test_table_renders_every_study(stats) -> None:
-    tex = render_table(summary(stats))
+    tex = render_table(summary(stats, ARM))
     assert "\\label{tab:lattice}" in tex
     assert "(a) capacity" in tex and "(b) forgetting" in tex and "(c) real text" in tex
     assert "up to $P = 8$ stored pairs" in tex
@@ -176,18 +186,45 @@ def test_table_says_when_the_smallest_load_already_fails(stats) -> None:
     arms = {k: dict(v) for k, v in stats["capacity"]["arms"].items()}
     arms["lattice-pairs4"]["mean"] = 0.5
     low["capacity"]["arms"] = arms
-    tex = render_table(summary(low))
+    tex = render_table(summary(low, ARM))
     assert "less than 0.99 of its keys already at the smallest load measured, $P = 4$" in tex
 
 
 def test_table_compiles(stats, tmp_path: Path, compile_tex) -> None:
-    compile_tex(render_table(summary(stats)), tmp_path)
+    compile_tex(render_table(summary(stats, ARM)), tmp_path)
 
 
 def test_figure_writes_both_files(stats, tmp_path: Path) -> None:
     out = [tmp_path / "lattice.pdf", tmp_path / "lattice.png"]
-    figure(summary(stats), out)
+    figure(summary(stats, ARM), out)
     assert all(p.stat().st_size > 1000 for p in out)
+
+
+def test_the_config_block_names_the_studies_in_report_order_and_the_arm() -> None:
+    assert list(STUDIES.items()) == [
+        ("capacity", "lt_cap"),
+        ("forgetting", "lt_forget"),
+        ("realtext", "lt_text"),
+    ]
+    assert ARM == "lattice"
+    with pytest.raises(ValueError, match=r"missing \['realtext'\], unknown \['speed'\]"):
+        lattice_studies(
+            {
+                "lattice": {
+                    **BLOCK,
+                    "experiments": {"capacity": "a", "forgetting": "b", "speed": "c"},
+                }
+            }
+        )
+
+
+def test_the_note_reports_the_arm_the_config_names_by_name_not_prefix(stats) -> None:
+    r = summary(stats, "delta_rule")
+    assert r["lattice_arm"] == "delta_rule" and r["lattice_largest"] is None
+    assert r["lattice_seconds_per_step"] == pytest.approx(0.05)
+    none = summary(stats, "lattice_v2")  # no such arm: the note says so
+    assert none["lattice_arm"] is None
+    assert "No lattice arm in the capacity study." in render_table(none)
 
 
 def test_the_plan_asks_for_the_report_with_its_three_studies() -> None:
@@ -196,10 +233,12 @@ def test_the_plan_asks_for_the_report_with_its_three_studies() -> None:
     root = plan.root
     targets = plan.targets()
     assert {f"{root}/tables/lattice.tex", f"{root}/figures/lattice.png"} <= set(targets)
-    for name in STUDIES.values():
+    studies = lattice_studies(cfg)
+    assert set(studies.values()) <= set(cfg["experiments"])
+    for name in studies.values():
         assert f"{root}/tables/{name}.tex" in targets
     cfg = {
         **cfg,
-        "experiments": {k: v for k, v in cfg["experiments"].items() if k != STUDIES["realtext"]},
+        "experiments": {k: v for k, v in cfg["experiments"].items() if k != studies["realtext"]},
     }
     assert f"{root}/tables/lattice.tex" not in Plan(cfg).targets()

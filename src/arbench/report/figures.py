@@ -1,7 +1,5 @@
-"""Matplotlib figures, one per layout: bars (one bar per arm, a dot per seed), sweep (accuracy
-vs evaluation length per answer type), grid (accuracy vs the grid value, a line per arm),
-lockin (training curves per seed), frontier (accuracy vs state size per cell, a panel per
-load) and kvbench (accuracy vs context, per-index cross-entropy, evaluator memory)."""
+"""Matplotlib figures of the experiments, a builder per report layout (which layout draws
+with which builder is declared once, in `arbench.report.layouts`), and `save_figure`."""
 
 from __future__ import annotations
 
@@ -350,16 +348,6 @@ def kvbench_panels(stats: dict[str, Any], outputs: list[str | Path]) -> None:
     rows = -(-len(labels) // max(ncol, 1))
     fig.tight_layout(rect=(0, 0.045 * rows + 0.03, 1, 1))
     save_figure(fig, outputs)
-
-
-FIGURES = {  # by layout
-    "bars": bars_with_seeds,
-    "sweep": sweep_by_type,
-    "grid": grid_lines,
-    "lockin": lockin_curves,
-    "frontier": frontier_panels,
-    "kvbench": kvbench_panels,
-}
 
 
 def save_figure(fig: Any, outputs: list[str | Path]) -> None:

@@ -1,18 +1,19 @@
 """The lattice-memory report: one table and one three-panel figure over its three studies.
 
-The studies are ordinary grid experiments (`STUDIES`): capacity (recall against the number
-of stored pairs P, the lattice beside the zoo's fixed-state cells at the same state per
-layer), forgetting (accuracy of the re-written keys and of the untouched ones against the
-overwrite fraction) and real text (recall of pairs mined from a corpus, inside its text,
-against P). `summary` reads their statistics (`arbench.report.experiment.experiment_stats`,
-the stats JSONs) and derives, never types in, what the table and figure show:
+The studies are ordinary grid experiments, which the config names (`lattice_studies`):
+capacity (recall against the number of stored pairs P, the lattice beside the zoo's
+fixed-state cells at the same state per layer), forgetting (accuracy of the re-written keys
+and of the untouched ones against the overwrite fraction) and real text (recall of pairs
+mined from a corpus, inside its text, against P). `summary` reads their statistics
+(`arbench.report.experiment.experiment_stats`, the stats JSONs) and derives, never types in,
+what the table and figure show:
 
 * per study, arm and grid value: the mean, sd and per-seed accuracies, over all queries
   and split into updated and untouched queries where the evaluation reports them (the stats'
   ``score_breakdown``);
-* capacity: per arm, the largest P up to which every P of the grid reaches ``target``
-  (0.99) mean recall (None when the smallest P already falls short), and the state and
-  parameters of the arm;
+* capacity: per arm (and for the config's lattice arm, `lattice_arm`, in the closing note),
+  the largest P up to which every P of the grid reaches ``target`` (0.99) mean recall (None
+  when the smallest P already falls short), and the state and parameters of the arm;
 * the time per training step of every arm (its runs' mean wall time over its steps);
 * the floors of each grid value (the task's own calculator, as the stats carry them), and
   for forgetting the no-binding floor of an updated query, 1/M with M keys updated.
@@ -30,14 +31,45 @@ import numpy as np
 
 from arbench.report.tables import TEMPLATES, render
 
-STUDIES = {
-    "capacity": "lattice_capacity",
-    "forgetting": "lattice_forgetting",
-    "realtext": "lattice_realtext",
+KINDS = ("capacity", "forgetting", "realtext")  # the report's three studies, a panel each
+# FALLBACK, until config.yaml declares its ``lattice`` block: the names the report had
+_FALLBACK: dict[str, Any] = {
+    "experiments": {kind: f"lattice_{kind}" for kind in KINDS},
+    "arm": "lattice",
 }
+# FALLBACK: plan.py's present import, until it calls `lattice_studies(cfg)`
+STUDIES = _FALLBACK["experiments"]
 TARGET = 0.99  # the recall a capacity counts
 ZOOM_ABOVE = 0.8  # a panel whose every accuracy is above this shows only their range
 SPLITS = ("accuracy_updated", "accuracy_untouched")
+
+
+def _block(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The config's ``lattice`` block ({} where it has none: no lattice report)."""
+    return cfg.get("lattice") or _FALLBACK  # FALLBACK: `or {}` once config.yaml has it
+
+
+def lattice_studies(cfg: dict[str, Any]) -> dict[str, str]:
+    """Study kind -> the experiment the config names for it (``lattice.experiments``), in
+    `KINDS` order ({} without a ``lattice`` block); ValueError naming a kind the report does
+    not draw or one it lacks."""
+    block = _block(cfg)
+    if not block:
+        return {}
+    named = dict(block["experiments"])
+    unknown, missing = sorted(set(named) - set(KINDS)), [k for k in KINDS if k not in named]
+    if unknown or missing:
+        raise ValueError(
+            f"lattice.experiments: needs exactly {', '.join(KINDS)} "
+            f"(missing {missing}, unknown {unknown})"
+        )
+    return {kind: named[kind] for kind in KINDS}
+
+
+def lattice_arm(cfg: dict[str, Any]) -> str:
+    """The capacity study's arm whose largest P and time per step the report's note gives
+    (``lattice.arm``); KeyError without a ``lattice`` block."""
+    return str(_block(cfg)["arm"])
 
 
 def _mean(values: list[float | None]) -> float | None:
@@ -130,21 +162,22 @@ def updated_floor(task: dict[str, Any], overwrite: float) -> float | None:
     return 1.0 / m if m else None
 
 
-def summary(stats: dict[str, dict[str, Any]], target: float = TARGET) -> dict[str, Any]:
-    """The report of the three studies, keyed like `STUDIES`, from their stats JSONs."""
-    missing = sorted(set(STUDIES) - set(stats))
+def summary(stats: dict[str, dict[str, Any]], arm: str, target: float = TARGET) -> dict[str, Any]:
+    """The report of the three studies, keyed by `KINDS`, from their stats JSONs; ``arm`` is
+    the capacity study's arm the closing note reports (None there when it has no such arm)."""
+    missing = sorted(set(KINDS) - set(stats))
     if missing:
         raise ValueError(f"lattice report: no statistics for {missing}")
     for kind, s in stats.items():
         if "grid" not in s:
             raise ValueError(f"lattice report: {kind} ({s.get('experiment')}) has no grid")
-    out = {kind: study(stats[kind]) for kind in STUDIES}
+    out = {kind: study(stats[kind]) for kind in KINDS}
     forgetting = out["forgetting"]
     forgetting["updated_floors"] = [
         updated_floor(forgetting["task"], float(v)) for v in forgetting["values"]
     ]
     capacity = out["capacity"]
-    lattice = next((a for a in capacity["arm_order"] if a.startswith("lattice")), None)
+    lattice = arm if arm in capacity["arms"] else None
     scales = {s["scale"] for s in stats.values()}
     return {
         **out,

@@ -5,8 +5,9 @@ Which tables and figures exist comes from the config (`Plan.targets`), so a new 
 appears in the paper without an edit here: the claims table first, then each experiment's
 table and figure in config order (one page each), then the remaining tables (cells, floors)
 and figures (benchmark, interference, score variance). Tables carry their own captions; a
-figure's caption says what it shows (the experiment's title and its layout's description, or
-``paper/captions.yaml`` for the figures outside experiments) and at which scale.
+figure's caption says what it shows (the experiment's title and its layout's caption sentence,
+`arbench.report.layouts`, or ``paper/captions.yaml`` for the figures outside experiments) and
+at which scale.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 import yaml
 
 from arbench.report.claims import tex_text
+from arbench.report.layouts import caption as layout_caption
 from arbench.report.tables import latex_escape
 
 CLAIMS_TABLE = "tables/claims.tex"
@@ -36,11 +38,11 @@ def paper_files(targets: Sequence[str]) -> dict[str, list[str]]:
 
 
 def load_captions(path: str | Path) -> dict[str, Any]:
-    """``layouts`` (layout -> what an experiment's figure draws), ``figures`` (a figure's
-    path under the results root, without its extension -> its caption) and ``titles`` (a
-    table's or figure's path outside the experiments -> its name in the contents)."""
+    """``figures`` (a figure's path under the results root, without its extension -> its
+    caption) and ``titles`` (a table's or figure's path outside the experiments -> its name in
+    the contents); an experiment's figure is captioned by its layout (`layout_caption`)."""
     doc = yaml.safe_load(Path(path).read_text()) or {}
-    return {k: doc.get(k, {}) for k in ("layouts", "figures", "titles")}
+    return {k: doc.get(k, {}) for k in ("figures", "titles")}
 
 
 def _rel(path: str, root: str) -> str:
@@ -143,7 +145,6 @@ def body(
         out.append(bookmark("Claims", "claims"))
         add_table(CLAIMS_TABLE)
         out.append("\\clearpage\n")
-    layouts = captions.get("layouts", {})
     for name, exp in experiments.items():
         mine_t = [t for t in tables if t == f"tables/{name}.tex"]
         mine_f = [
@@ -157,7 +158,7 @@ def body(
         for t in mine_t:
             add_table(t)
         for f in mine_f:
-            what = layouts.get(exp.get("layout", ""), "")
+            what = layout_caption(exp["layout"])
             caption = f"{tex_text(exp['title'])}. {tex_text(what)} Scale {scale_tex}."
             add_figure(f, " ".join(caption.split()))
         out.append("\\clearpage\n")

@@ -8,7 +8,7 @@ from typing import Any
 
 import jinja2
 
-TEMPLATES = Path(__file__).parent / "templates"
+from arbench.report.layouts import TEMPLATES
 
 _ESCAPES = {
     "\\": r"\textbackslash{}",
