@@ -20,7 +20,7 @@ import inspect
 import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -105,23 +105,47 @@ class Signal:
     load: int | None = None
 
 
+@runtime_checkable
 class Release(Protocol):
-    """How a release-data task writes and checks its file set (see `Task.data`).
+    """How a release-data task writes and checks its file set (see `Task.data`): the one
+    statement of the contract, listing every member the workflow and the config use.
 
-    `write_split` writes one (subset, split) under ``out_dir``: the files ``split_files``
-    names, then ``stats/{subset}/{split}.json`` last, as the split's completion marker;
-    `write_index` writes ``index_files`` (card, vocabulary...) from the splits; `validate` runs
+    Callers: `arbench.config.validation` checks a ``releases.<name>`` block (`schema`, then
+    `check`); `arbench.plan.Plan` plans the jobs (`splits`, `split_settings`,
+    `validate_settings`, `runtime_minutes`, and `split_files`/`index_files` as output
+    patterns); `arbench.run` does the work (`write_split`, `write_index`, `validate`), called
+    by ``scripts/release_split.py``, ``scripts/release_index.py`` and
+    ``scripts/release_validate.py``. ``settings`` is always the release's config block.
+
+    `write_split` writes one (subset, split) under ``out_dir``: the files `split_files` names,
+    then ``stats/{subset}/{split}.json`` last, as the split's completion marker;
+    `write_index` writes `index_files` (card, vocabulary...) from the splits; `validate` runs
     the task's oracle over everything in ``out_dir``, writes nothing, and returns a report
     whose "ok" says whether training may use it. Every file is thus some job's declared output.
     """
 
-    schema: dict[str, Any]  # JSON schema of the release's config block (besides `task`)
-    split_files: tuple[str, ...]  # patterns over {subset} and {split}, relative to out_dir
-    index_files: tuple[str, ...]  # relative to out_dir
+    schema: dict[str, Any]
+    """JSON schema of the release's config block (its ``task`` key included)."""
+    split_files: tuple[str, ...]
+    """Files one split job writes besides its sidecar: patterns over {subset} and {split},
+    relative to ``out_dir``."""
+    index_files: tuple[str, ...]
+    """Files the index job writes (card, vocabulary, statistics), relative to ``out_dir``."""
 
-    def splits(self, settings: dict[str, Any]) -> list[tuple[str, str]]: ...
+    def check(self, settings: dict[str, Any]) -> None:
+        """Raise ValueError for what the schema cannot express (run before any job)."""
 
-    def runtime_minutes(self, settings: dict[str, Any], subset: str, split: str) -> int: ...
+    def splits(self, settings: dict[str, Any]) -> list[tuple[str, str]]:
+        """(subset, split) of every split the release holds, in the order it is written."""
+
+    def split_settings(self, settings: dict[str, Any], subset: str, split: str) -> dict[str, Any]:
+        """What one split's job reads, so an edit elsewhere in the block leaves it alone."""
+
+    def validate_settings(self, settings: dict[str, Any]) -> dict[str, Any]:
+        """What the index and validation jobs read."""
+
+    def runtime_minutes(self, settings: dict[str, Any], subset: str, split: str) -> int:
+        """Minutes a scheduler should grant one split's job."""
 
     def write_split(
         self,
@@ -130,15 +154,18 @@ class Release(Protocol):
         split: str,
         settings: dict[str, Any],
         progress: Progress = None,
-    ) -> dict[str, Any]: ...
+    ) -> dict[str, Any]:
+        """Write one split's `split_files`, then its sidecar, whose statistics it returns."""
 
     def write_index(
         self, out_dir: Path, settings: dict[str, Any], progress: Progress = None
-    ) -> Any: ...
+    ) -> Any:
+        """Write `index_files` from the finished splits' sidecars."""
 
     def validate(
         self, out_dir: Path, settings: dict[str, Any], progress: Progress = None
-    ) -> dict[str, Any]: ...
+    ) -> dict[str, Any]:
+        """Check every file with the oracle, writing nothing; the report's "ok" gates training."""
 
 
 class Task:

@@ -546,10 +546,11 @@ def _per_split(minimum: int) -> dict[str, Any]:
 
 
 class PasskeySwarRelease:
-    """The release as the workflow drives it (the `arbench.tasks.base.Release` contract): one
-    job per config/split, one job that writes the card, vocabulary and statistics, then one
-    validation job whose only output is the oracle's report (so a failed validation deletes
-    nothing of the release).
+    """The release as the workflow drives it: every member of the `arbench.tasks.base.Release`
+    protocol, which states the contract (``tests/tasks/test_release_protocol.py`` checks each
+    one is here). One job per config/split, one job that writes the card, vocabulary and
+    statistics, then one validation job whose only output is the oracle's report (so a failed
+    validation deletes nothing of the release).
 
     Settings are the ``releases.<name>`` config block: ``params`` (the card's generation
     knobs), ``split_seeds``, ``train_configs``, ``eval_configs`` and ``examples`` per split.
