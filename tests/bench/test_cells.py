@@ -8,6 +8,7 @@ import json
 import torch
 
 from arbench.bench.cells import (
+    NOT_TIMED,
     Shape,
     bench_cells,
     cell_options,
@@ -22,7 +23,7 @@ from arbench.bench.cells import (
     throughput,
 )
 from arbench.bench.streaming import stream_once
-from arbench.cells import build_cell
+from arbench.cells import CELLS, build_cell
 from arbench.report.bench_figure import bench_figure
 
 STREAM_MODEL = {"d_model": 16, "layers": 2, "mlp_ratio": 4, "cell": "delta_rule"}
@@ -110,3 +111,13 @@ def test_shared_step_runs_the_whole_backward_but_no_kernel() -> None:
     o.sum().backward()
     assert torch.equal(leaves[2].grad, torch.ones_like(o))
     assert all(not a.grad.any() for i, a in enumerate(leaves) if i != 2)
+
+
+def test_what_is_timed_comes_from_the_cells_own_declarations() -> None:
+    """A cell that declares `not_timed` is left out (with its reason in `NOT_TIMED`), one that
+    declares `single_form` is timed in the chunked form alone."""
+    assert NOT_TIMED == {n: k.not_timed for n, k in CELLS.items() if k.not_timed}
+    assert "mamba2_fused" in NOT_TIMED and "mamba2_fused" not in bench_cells()
+    assert not any(CELLS[name].not_timed for name in bench_cells())
+    rows, _, _ = throughput(["attention"], lengths=[8], batch=1, repeats=1, warmup=0)
+    assert {r["form"] for r in rows} == {"chunked"}

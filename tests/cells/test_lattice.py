@@ -158,6 +158,18 @@ def test_write_addresses_are_the_kernel_addresses_at_those_positions(randn) -> N
     assert cell.addr_proj.weight.grad.abs().max() > 0 and cell.v_proj.weight.grad is None
 
 
+def test_the_spread_penalty_is_the_spread_loss_of_the_write_addresses(randn) -> None:
+    """What the regulariser (`arbench.train.spread`) asks of a lattice layer, drawn from the
+    generator it is given."""
+    cell = make({"heads": 2, "d_v": 2, "addr_scale": 2.5})
+    x = randn(2, 12, D, seed=3, dtype=F64)
+    positions = torch.tensor([[0, 2, 4, 6, 8], [1, 3, 5, 7, 9]])
+    got = cell.spread_penalty(x, positions, 3, torch.Generator().manual_seed(5))
+    addresses = cell.write_addresses(x, positions)
+    want = spread_loss(addresses, 2.5, 3, torch.Generator().manual_seed(5))
+    assert got.shape == () and torch.equal(got, want)
+
+
 def test_chunked_form_is_the_lattice_kernel(monkeypatch, randn) -> None:
     """The cell's chunked path runs `lattice_chunked` with its scale and gain."""
     calls = []

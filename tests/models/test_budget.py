@@ -49,3 +49,12 @@ def test_the_lattice_prefers_values_of_four_or_more(state: int, width: int) -> N
     assert chosen.state_per_layer == state and chosen.options["d_v"] >= 4
     if state == 64:
         assert chosen.options == {"heads": 1, "addr_scale": 0.5, "d_v": 4, "conv": True}
+
+
+def test_a_wrapper_is_shaped_through_the_cell_it_declares() -> None:
+    """The bidirectional wrapper declares (`SequenceMixer.wraps`) two delta-rule states, so its
+    shape is the delta rule's at half the state, named by its `inner` option."""
+    both = fit("bidirectional", 130, state_per_layer=1024)
+    one = fit("delta_rule", 130, state_per_layer=512)
+    assert both.options == {"inner": "delta_rule", **one.options}
+    assert both.state_per_layer == 1024

@@ -204,7 +204,8 @@ def _config(**train_extra) -> dict:
         "arms": {"lattice": {"cell": "lattice", **CELL}},
     }
     raw["experiments"] = {"factorial": raw["experiments"]["factorial"], "spread_check": exp}
-    raw["scales"] = {"paper": {}, "demo": {}, "smoke": {}}
+    raw["scales"] = {name: {} for name in raw["scales"]}  # every scale, none changing it
+    raw["studies"] = {}  # the repository's studies name experiments left out here
     return raw
 
 

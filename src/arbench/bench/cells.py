@@ -21,9 +21,9 @@ from arbench.cells import CELLS, build_cell
 from arbench.cells.base import SequenceMixer
 from arbench.models.budget import fit
 
-SINGLE_FORM = {"attention"}  # cells whose "recurrent" form is not a state recurrence
-# cells this benchmark cannot time even where they can be built: it runs both forms on CPU
-NOT_TIMED = {"mamba2_fused": "CUDA only (mamba_ssm's fused kernels) and no recurrent form"}
+# the cells this benchmark cannot time even where they build (it runs both forms on CPU), with
+# why: derived from each cell's own `SequenceMixer.not_timed`, for `benchmarks/gpu_check.py`
+NOT_TIMED = {name: klass.not_timed for name, klass in CELLS.items() if klass.not_timed}
 
 
 @dataclass(frozen=True)
@@ -46,11 +46,11 @@ def reference_shape(task: dict[str, Any], model: dict[str, Any]) -> Shape:
 
 def bench_cells() -> list[str]:
     """Registered cells to benchmark, in registration order; not those that cannot be built
-    here (`SequenceMixer.unavailable_reason`) nor those in `NOT_TIMED`."""
+    here (`SequenceMixer.unavailable_reason`) nor those it cannot time (`not_timed`)."""
     return [
         name
         for name, klass in CELLS.items()
-        if klass.unavailable_reason() is None and name not in NOT_TIMED
+        if klass.unavailable_reason() is None and klass.not_timed is None
     ]
 
 
@@ -210,7 +210,7 @@ def throughput(
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             cell = build_cell(name, shape.d_model, **cell_options(name, shape))
-        forms = ["chunked"] if name in SINGLE_FORM else ["chunked", "recurrent"]
+        forms = ["chunked"] if cell.single_form else ["chunked", "recurrent"]
         scopes = ["cell", "kernel"] if has_kernel(cell) else ["cell"]
         per_token: dict[str, float] = {}  # recurrent seconds per token of the last length
         for t in sorted(lengths):

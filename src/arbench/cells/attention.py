@@ -36,6 +36,8 @@ def rotary(x: torch.Tensor, offset: int, base: float = 10000.0) -> torch.Tensor:
 class AttentionCell(SequenceMixer):
     """One causal multi-head softmax attention layer (the model stacks layers)."""
 
+    single_form = True  # its "recurrent" form is the same attention, not a state recurrence
+
     def __init__(
         self,
         d_model: int,

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 from torch import nn
@@ -26,6 +27,16 @@ FORMS: tuple[Form, ...] = ("chunked", "recurrent")
 Kernel = Callable[..., tuple[torch.Tensor, torch.Tensor]]
 
 
+@dataclass(frozen=True)
+class Wraps:
+    """What a wrapper cell declares so `arbench.models.budget` shapes the cell inside it: the
+    wrapper holds ``copies`` states of ``cell``, named by its constructor option ``option``."""
+
+    cell: str
+    copies: int = 1
+    option: str = "inner"
+
+
 class SequenceMixer(nn.Module):
     """Base class: a cell is `prepare` (projections, gates) -> recurrence kernel -> `finish`.
 
@@ -33,7 +44,16 @@ class SequenceMixer(nn.Module):
     `forward` runs them, so the chunked and recurrent forms differ only in the kernel, and the
     benchmark can time the kernel alone on the inputs the cell really feeds it. Cells without a
     state recurrence (attention, the bidirectional wrapper) override `forward` instead.
+
+    Class attributes declare what enumerators of `CELLS` need to know without a name table:
+    `wraps` (a wrapper shaped through the cell it wraps, for the budget), `single_form` (its
+    "recurrent" form is no state recurrence, so the benchmark times one form) and `not_timed`
+    (why the CPU benchmark cannot time it even where it builds; None: it can).
     """
+
+    wraps: ClassVar[Wraps | None] = None
+    single_form: ClassVar[bool] = False
+    not_timed: ClassVar[str | None] = None
 
     def forward(
         self, x: torch.Tensor, state: State | None = None, form: Form = "chunked"

@@ -11,19 +11,22 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from arbench.cells.base import CELLS, Form, SequenceMixer, State, build_cell, register
+from arbench.cells.base import CELLS, Form, SequenceMixer, State, Wraps, build_cell, register
 
 Combine = Literal["sum", "concat"]
+INNER = "delta_rule"  # the default inner cell, and the one a state budget shapes
 
 
 @register("bidirectional")
 class Bidirectional(SequenceMixer):
     """y = fwd(x) (+) flip(bwd(flip(x))), combined by sum or by concat + linear projection."""
 
+    wraps = Wraps(cell=INNER, copies=2, option="inner")  # one inner state per direction
+
     def __init__(
         self,
         d_model: int,
-        inner: str = "delta_rule",
+        inner: str = INNER,
         combine: Combine = "sum",
         **inner_options: Any,
     ) -> None:
@@ -43,7 +46,7 @@ class Bidirectional(SequenceMixer):
     @classmethod
     def option_names(cls, options: dict[str, Any] | None = None) -> set[str]:
         """Its own options (inner, combine) plus those of the inner cell it would build."""
-        inner = (options or {}).get("inner", "delta_rule")
+        inner = (options or {}).get("inner", INNER)
         if inner not in CELLS:
             raise KeyError(f"unknown cell {inner!r}; known: {sorted(CELLS)}")
         return super().option_names(options) | CELLS[inner].option_names(options)

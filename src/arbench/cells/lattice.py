@@ -32,7 +32,13 @@ from arbench.cells.base import (
     split_heads,
 )
 from arbench.cells.short_conv import ShortConv
-from arbench.kernels.lattice import GAINS, grid_side, lattice_chunked, lattice_recurrent
+from arbench.kernels.lattice import (
+    GAINS,
+    grid_side,
+    lattice_chunked,
+    lattice_recurrent,
+    spread_loss,
+)
 
 ADDR_SCALE = 64.0  # a 131 x 131 grid (17,161 cells) per head
 RETENTION_INIT = 9.0  # sigmoid(9) = 0.99988: a ~5,600-token half-life at initialisation
@@ -120,6 +126,18 @@ class LatticeCell(SequenceMixer):
             return a
         index = positions[:, None, :, None].expand(-1, self.heads, -1, 2)
         return a.gather(2, index)
+
+    def spread_penalty(
+        self,
+        x: torch.Tensor,
+        positions: torch.Tensor,
+        subsample: int,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
+        """`spread_loss` of the write addresses at `positions` (B,N) of input x: what the
+        address-spread regulariser (`arbench.train.spread`) adds for this layer, a scalar."""
+        addresses = self.write_addresses(x, positions)  # (B, H, N, 2)
+        return spread_loss(addresses, self.addr_scale, subsample, generator)
 
     def prepare(self, x: torch.Tensor, state: State | None) -> tuple[tuple, dict]:
         """Kernel args (addr, beta, v, log_retention, S0); state dict(S=(B,H,cells,dv), conv)."""

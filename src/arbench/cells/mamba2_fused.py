@@ -42,6 +42,8 @@ def _mamba_ssm_found() -> bool:
 class FusedMamba2Cell(SequenceMixer):
     """Mamba-2 through the official fused kernel (mamba_ssm.Mamba2, CUDA only), state as mamba2."""
 
+    not_timed = "CUDA only (mamba_ssm's fused kernels) and no recurrent form"
+
     def __init__(
         self,
         d_model: int,

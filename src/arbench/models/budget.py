@@ -4,7 +4,8 @@ For each cell the shape knobs it accepts (found from its constructor) are
 enumerated; every combination whose per-layer recurrent state equals the state
 budget is a candidate, and the one whose whole-model parameter count is closest
 to the parameter budget (or smallest, without one) wins. Attention has no fixed
-state, so only its parameters are matched.
+state, so only its parameters are matched; a wrapper cell (`SequenceMixer.wraps`) is shaped
+through the cell it wraps.
 """
 
 from __future__ import annotations
@@ -34,11 +35,13 @@ class Budgeted:
 
 def _shape_candidates(cell: str, d_model: int, state: int) -> Iterator[dict[str, Any]]:
     """Option dicts for ``cell`` that might give ``state`` elements per layer."""
-    params = CELLS[cell].option_names()  # presets forward **options to a parent's knobs
-    if cell == "bidirectional":
-        for inner in _shape_candidates("delta_rule", d_model, state // 2):
-            yield {"inner": "delta_rule", **inner}
+    klass = CELLS[cell]
+    if klass.wraps is not None:  # a wrapper: shapes of the cell it wraps, per copy's state
+        w = klass.wraps
+        for inner in _shape_candidates(w.cell, d_model, state // w.copies):
+            yield {w.option: w.cell, **inner}
         return
+    params = klass.option_names()  # presets forward **options to a parent's knobs
     if "d_state" in params:  # SSD-style: heads x d_state x head_dim
         for h in HEADS:
             for n in D_STATE:

@@ -402,8 +402,8 @@ class KVBenchTask(ConfigTask):
         sequences per length, at most ``max_tokens`` tokens' worth (`sweep`); and the
         per-index cross-entropy on fixed ``index_entries``-entry sequences (0: skipped).
         ``device`` "auto" evaluates on CUDA where it is visible (the long-context sweep)."""
+        from arbench.device import resolve_device
         from arbench.evaluate.recall import predict
-        from arbench.train.loop import resolve_device
 
         model = model.to(resolve_device(device))
 

@@ -16,12 +16,21 @@ and evaluation always uses the full gap. Three ramps:
 
 The gated ramp depends on training history, so its state is part of the checkpoint
 (`Curriculum.state` / `load_state`); the time-based ramps are pure functions of the step.
+`CurriculumHook` is how the training loop runs it (`arbench.train.hooks`).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from arbench.train.hooks import TrainHook
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+    from arbench.train.loop import TrainConfig
 
 RAMPS = ("linear", "shaped", "gated")
 
@@ -107,3 +116,34 @@ class Curriculum:
         self.fraction = float(state["fraction"])
         self._window_sum = float(state["sum"])
         self._window_n = int(state["n"])
+
+
+class CurriculumHook(TrainHook):
+    """``train.curriculum`` in the loop: sets each batch's ``gap``, observes its accuracy,
+    logs the gap and keeps the ramp's state in the checkpoint."""
+
+    state_key = "curriculum"
+
+    def __init__(self, ramp: Curriculum) -> None:
+        self.ramp = ramp
+        self._gap: float | None = None  # the gap of the last batch drawn
+
+    @classmethod
+    def from_train(cls, cfg: TrainConfig, model: nn.Module, seed: int) -> CurriculumHook | None:
+        return None if cfg.curriculum is None else cls(Curriculum(cfg.curriculum, cfg.steps))
+
+    def signal(self, step: int) -> dict[str, Any]:
+        self._gap = self.ramp.gap(step)
+        return {"gap": self._gap}
+
+    def observe(self, step: int, accuracy: torch.Tensor) -> None:
+        self.ramp.observe(step, accuracy.item())
+
+    def metrics(self) -> dict[str, Any]:
+        return {"gap": self._gap}
+
+    def state(self) -> dict[str, float]:
+        return self.ramp.state()
+
+    def load_state(self, state: dict[str, float]) -> None:
+        self.ramp.load_state(state)

@@ -13,12 +13,21 @@ each rung ends, in one of two ways:
 
 The task reads the load from the batch's `arbench.tasks.base.Signal` (its ``load`` field);
 the gated schedule depends on training history, so its state goes into the checkpoint.
+`LoadHook` is how the training loop runs it (`arbench.train.hooks`).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from arbench.train.hooks import TrainHook
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+    from arbench.train.loop import TrainConfig
 
 
 @dataclass(frozen=True)
@@ -102,3 +111,34 @@ class LoadSchedule:
         self.rung = int(state["rung"])
         self._window_sum = float(state["sum"])
         self._window_n = int(state["n"])
+
+
+class LoadHook(TrainHook):
+    """``train.load`` in the loop: sets each batch's ``load``, observes its accuracy, logs the
+    load and keeps the schedule's state in the checkpoint."""
+
+    state_key = "load"
+
+    def __init__(self, rungs: LoadSchedule) -> None:
+        self.rungs = rungs
+        self._load: int | None = None  # the load of the last batch drawn
+
+    @classmethod
+    def from_train(cls, cfg: TrainConfig, model: nn.Module, seed: int) -> LoadHook | None:
+        return None if cfg.load is None else cls(LoadSchedule(cfg.load, cfg.steps))
+
+    def signal(self, step: int) -> dict[str, Any]:
+        self._load = self.rungs.load(step)
+        return {"load": self._load}
+
+    def observe(self, step: int, accuracy: torch.Tensor) -> None:
+        self.rungs.observe(step, accuracy.item())
+
+    def metrics(self) -> dict[str, Any]:
+        return {"load": self._load}
+
+    def state(self) -> dict[str, float]:
+        return self.rungs.state()
+
+    def load_state(self, state: dict[str, float]) -> None:
+        self.rungs.load_state(state)

@@ -12,6 +12,9 @@ from another config give an error naming what differs, never a wrong score. One
 process trains a run folder at a time (a lock on the folder, where the file system
 has locks): a job started while a killed workflow's orphan still trains that run
 waits for it instead of mixing their files.
+
+The train block's optional features (curriculum, load schedule, dense supervision, the
+spread regulariser) run as hooks (`arbench.train.hooks`), built from `HOOKS` in that order.
 """
 
 from __future__ import annotations
@@ -35,19 +38,25 @@ import torch
 import torch.nn.functional as F
 
 import arbench
+from arbench.device import resolve_device
 from arbench.io import atomic_write_bytes
 from arbench.mismatch import SettingsMismatch, differences
 from arbench.models import LanguageModel, ModelConfig, families
-from arbench.tasks.base import IGNORE, Signal, Task
-from arbench.train.curriculum import Curriculum, CurriculumConfig
-from arbench.train.load_schedule import LoadConfig, LoadSchedule
+from arbench.tasks.base import IGNORE, Task
+from arbench.train import hooks as train_hooks
+from arbench.train.curriculum import CurriculumConfig, CurriculumHook
+from arbench.train.hooks import DenseHook, TrainHook
+from arbench.train.load_schedule import LoadConfig, LoadHook
 from arbench.train.schedule import lr_at
-from arbench.train.spread import SpreadConfig, check_spread, lattice_layers, regularised
+from arbench.train.spread import SpreadConfig, SpreadHook, check_spread
 
 MODEL_FORMAT = "arbench-model/1"  # model.pt: {"format", "fingerprint", "settings", "weights"}
 # training options that change how a run is recorded, never what it computes: resuming
 # across a change of these reproduces the same run
 NOT_IDENTITY = frozenset({"checkpoint_every"})
+# the training features, each a `TrainHook`; this order is that of their fields in a metrics
+# line and of their states in a checkpoint
+HOOKS: tuple[type[TrainHook], ...] = (CurriculumHook, LoadHook, DenseHook, SpreadHook)
 
 
 @dataclass
@@ -101,15 +110,6 @@ def check_signals(task: Task, cfg: TrainConfig) -> None:
                 f"train.{option}: task {task.name!r} has no {field!r} signal "
                 f"(it honours {sorted(task.signals) or 'none'})"
             )
-
-
-def resolve_device(name: str) -> torch.device:
-    """'auto' picks CUDA when present; an explicit 'cuda' without a GPU is an error."""
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    if name == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("train.device is 'cuda' but no CUDA device is visible")
-    return torch.device(name)
 
 
 def versions() -> dict[str, str]:
@@ -204,12 +204,11 @@ def _save_checkpoint(
     opt,
     step: int,
     metrics: list[str],
-    ramp: Curriculum | None,
     settings: dict[str, Any],
-    rungs: LoadSchedule | None = None,
+    hooks: list[TrainHook],
 ) -> None:
-    """Model, optimizer, step, the metric lines so far, the curriculum's and the load
-    schedule's state and the run's settings with their fingerprint, written atomically."""
+    """Model, optimizer, step, the metric lines so far, each stateful hook's state (under its
+    `state_key`) and the run's settings with their fingerprint, written atomically."""
     buf = io.BytesIO()
     state = {
         "model": model.state_dict(),
@@ -218,10 +217,9 @@ def _save_checkpoint(
         "fingerprint": fingerprint(settings),
         "settings": json.dumps(settings, sort_keys=True),
     }
-    if ramp is not None:
-        state["curriculum"] = ramp.state()
-    if rungs is not None:
-        state["load"] = rungs.state()
+    for h in hooks:
+        if h.state_key is not None:
+            state[h.state_key] = h.state()
     torch.save({**state, "metrics": metrics}, buf)
     atomic_write_bytes(path, buf.getvalue())
 
@@ -271,8 +269,6 @@ def _train(
     """The body of `train`, run while holding the run folder's lock."""
     say = progress or (lambda _: None)  # step lines; what the caller must know goes to `note`
     note = progress or _stderr
-    ramp = None if cfg.curriculum is None else Curriculum(cfg.curriculum, cfg.steps)
-    rungs = None if cfg.load is None else LoadSchedule(cfg.load, cfg.steps)
     settings = run_settings(
         asdict(model_cfg), asdict(cfg), task_settings or _task_identity(task), seed
     )
@@ -280,9 +276,7 @@ def _train(
     ckpt_path, metrics_path = run_dir / "checkpoint.pt", run_dir / "metrics.jsonl"
     device = resolve_device(cfg.device)
     model = families.build(model_cfg, seed).to(device)
-    layers = lattice_layers(model) if cfg.spread is not None else []
-    if cfg.spread is not None and not layers:
-        raise ValueError("train.spread: the model has no lattice layer")
+    hooks = train_hooks.build(HOOKS, cfg, model, seed)
     opt = _optimizer(model, cfg)
     start, lines = 0, []
     ck = (
@@ -303,10 +297,9 @@ def _train(
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optim"])
         start, lines = int(ck["step"]), list(ck["metrics"])
-        if ramp is not None:
-            ramp.load_state(ck["curriculum"])
-        if rungs is not None:
-            rungs.load_state(ck["load"])
+        for h in hooks:
+            if h.state_key is not None:
+                h.load_state(ck[h.state_key])
         say(f"resumed from checkpoint at step {start}")
     # the metrics file always restarts from what the checkpoint vouches for
     metrics_path.write_text("".join(ln + "\n" for ln in lines))
@@ -321,34 +314,30 @@ def _train(
             )
             for g in opt.param_groups:
                 g["lr"] = lr
-            gap = None if ramp is None else ramp.gap(step)
-            load = None if rungs is None else rungs.load(step)
-            if ramp is None and rungs is None and not cfg.dense:  # a task without signals
-                drawn = task.train_batch(seed, step, cfg.batch)  # need not take one
+            signal = train_hooks.signal_of(hooks, step)
+            if signal is None:  # a task without signals need not take one
+                drawn = task.train_batch(seed, step, cfg.batch)
             else:
-                signal = Signal(gap=gap, dense=cfg.dense, load=load)
                 drawn = task.train_batch(seed, step, cfg.batch, signal)
             tokens, targets = drawn.tensors(device)
-            if cfg.spread is None:
+            with contextlib.ExitStack() as around:
+                for h in hooks:
+                    around.enter_context(h.around_forward(step, drawn, device))
                 loss, acc = masked_loss(model, tokens, targets)
-            else:  # cross-entropy + weight * spread; the subsample drawn from (seed, step)
-                loss, acc, spread = regularised(
-                    masked_loss, model, layers, drawn, tokens, targets, cfg.spread, seed, step
-                )
+            for h in hooks:
+                term = h.extra_loss(step)
+                if term is not None:
+                    loss = loss + term
             opt.zero_grad(set_to_none=True)
             loss.backward()
             gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             opt.step()
-            if ramp is not None:
-                ramp.observe(step, acc.item())
-            if rungs is not None:
-                rungs.observe(step, acc.item())
+            for h in hooks:
+                h.observe(step, acc)
             done = step + 1
             if done % cfg.log_every == 0 or done == cfg.steps:
                 last = {"loss": loss.item(), "acc": acc.item(), "grad_norm": gnorm.item()}
-                extra = {k: v for k, v in (("gap", gap), ("load", load)) if v is not None}
-                if cfg.spread is not None:
-                    extra["spread"] = spread.item()
+                extra = {k: v for h in hooks for k, v in h.metrics().items()}
                 lines.append(json.dumps({"step": done, "lr": lr, **last, **extra}))
                 metrics.write(lines[-1] + "\n")
                 metrics.flush()
@@ -357,7 +346,7 @@ def _train(
                     f"({time.perf_counter() - t0:.0f}s)"
                 )
             if done % cfg.checkpoint_every == 0 or done == cfg.steps:
-                _save_checkpoint(ckpt_path, model, opt, done, lines, ramp, settings, rungs)
+                _save_checkpoint(ckpt_path, model, opt, done, lines, settings, hooks)
             if stop_after is not None and done >= stop_after and done < cfg.steps:
                 return {"stopped_at": done}
     wall = time.perf_counter() - t0

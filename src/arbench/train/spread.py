@@ -7,13 +7,14 @@ that starts with its keys bunched together learns slowly or not at all. The regu
 
     loss = cross-entropy + weight * sum over lattice layers of spread_loss(key addresses)
 
-where `arbench.kernels.lattice.spread_loss` is the negative entropy of the histogram of the
-keys' write addresses, weighted by how much their kernels overlap (estimated on at most
-``subsample`` keys per row). The keys are where the task says they are: a task that marks
-its keys (`arbench.tasks.base.Task.marks_keys`) gives each batch ``key_positions``, the
-positions of its stored keys, and the addresses are each lattice layer's write addresses at
-those positions, read from the layer's own input during the same forward pass (a forward
-pre-hook; nothing is run twice but the address projection).
+where each layer's term (its `spread_penalty`, `arbench.cells.lattice.LatticeCell`) is the
+negative entropy of the histogram of the keys' write addresses, weighted by how much their
+kernels overlap (estimated on at most ``subsample`` keys per row). The keys are where the
+task says they are: a task that marks its keys (`arbench.tasks.base.Task.marks_keys`) gives
+each batch ``key_positions``, the positions of its stored keys, and the addresses are each
+lattice layer's write addresses at those positions, read from the layer's own input during
+the same forward pass (a forward pre-hook; nothing is run twice but the address projection).
+The loop runs it as a `SpreadHook` (`arbench.train.hooks`).
 
 The subsample is drawn from a `torch.Generator` seeded from (seed, step) alone (`generator`),
 never from the global RNG, so a run with the regulariser is as reproducible as one without
@@ -24,15 +25,20 @@ in one line naming ``train.spread``; the config checks it too (`check_spread`).
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from torch import nn
 
-from arbench.kernels.lattice import spread_loss
+from arbench.train.hooks import TrainHook
+
+if TYPE_CHECKING:
+    from arbench.train.loop import TrainConfig
 
 SEED_PURPOSE = 7  # the generator's stream, apart from the batches' (`tasks.base.stream_rng`)
 
@@ -70,8 +76,9 @@ class SpreadConfig:
 
 
 def has_addresses(module: Any) -> bool:
-    """Whether a mixer (or mixer class) is a lattice layer: one that gives write addresses."""
-    return callable(getattr(module, "write_addresses", None))
+    """Whether a mixer (or mixer class) is a lattice layer: one whose write addresses the
+    regulariser can spread (it has a `spread_penalty`)."""
+    return callable(getattr(module, "spread_penalty", None))
 
 
 def lattice_layers(model: nn.Module) -> list[nn.Module]:
@@ -133,14 +140,13 @@ class AddressTap:
     def penalty(
         self, positions: torch.Tensor, spread: SpreadConfig, gen: torch.Generator
     ) -> torch.Tensor:
-        """Sum over the lattice layers of `spread_loss` of their write addresses at
-        ``positions`` (B, P): the unweighted regulariser of the recorded forward pass."""
+        """Sum over the lattice layers of their `spread_penalty` at ``positions`` (B, P): the
+        unweighted regulariser of the recorded forward pass."""
         total = None
         for layer, x in zip(self.layers, self.inputs, strict=True):
             if x is None:
                 raise RuntimeError("train.spread: a lattice layer did not run in the forward pass")
-            addresses = layer.write_addresses(x, positions)  # (B, H, P, 2)
-            term = spread_loss(addresses, layer.addr_scale, spread.subsample, gen)
+            term = layer.spread_penalty(x, positions, spread.subsample, gen)
             total = term if total is None else total + term
         if total is None:
             raise ValueError("train.spread: the model has no lattice layer")
@@ -158,6 +164,41 @@ def positions_of(batch: Any, step: int, device: torch.device | str) -> torch.Ten
     return torch.from_numpy(np.asarray(batch.key_positions, dtype=np.int64)).to(device)
 
 
+class SpreadHook(TrainHook):
+    """``train.spread`` in the loop: records the lattice layers' inputs during the forward
+    pass, adds weight * regulariser to the loss and logs the unweighted term (stateless: the
+    subsample comes from `generator` (seed, step))."""
+
+    def __init__(self, spread: SpreadConfig, layers: list[nn.Module], seed: int) -> None:
+        if not layers:
+            raise ValueError("train.spread: the model has no lattice layer")
+        self.spread, self.layers, self.seed = spread, layers, seed
+        self._tap: AddressTap | None = None
+        self._positions: torch.Tensor | None = None
+        self.last: torch.Tensor | None = None  # the last batch's unweighted term, detached
+
+    @classmethod
+    def from_train(cls, cfg: TrainConfig, model: nn.Module, seed: int) -> SpreadHook | None:
+        return None if cfg.spread is None else cls(cfg.spread, lattice_layers(model), seed)
+
+    @contextlib.contextmanager
+    def around_forward(self, step: int, batch: Any, device: torch.device) -> Iterator[None]:
+        self._positions = positions_of(batch, step, device)
+        with AddressTap(self.layers) as tap:
+            yield
+        self._tap = tap
+
+    def extra_loss(self, step: int) -> torch.Tensor:
+        if self._tap is None or self._positions is None:
+            raise RuntimeError("train.spread: extra_loss before a recorded forward pass")
+        reg = self._tap.penalty(self._positions, self.spread, generator(self.seed, step))
+        self._tap, self._positions, self.last = None, None, reg.detach()
+        return self.spread.weight * reg
+
+    def metrics(self) -> dict[str, Any]:
+        return {} if self.last is None else {"spread": self.last.item()}
+
+
 def regularised(
     loss_fn: Any,
     model: nn.Module,
@@ -170,11 +211,12 @@ def regularised(
     step: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(loss_fn's loss + weight * regulariser, its accuracy, the unweighted regulariser) of
-    one training batch: ``loss_fn(model, tokens, targets)`` (the loop's masked loss) runs
-    with the lattice layers' inputs recorded, then the regulariser reads their addresses at
-    the batch's key positions, its subsample drawn from `generator` (seed, step)."""
-    positions = positions_of(batch, step, tokens.device)
-    with AddressTap(layers) as tap:
+    one training batch, as the loop computes it through `SpreadHook`: ``loss_fn(model, tokens,
+    targets)`` (the loop's masked loss) runs with the lattice layers' inputs recorded, then the
+    regulariser reads their addresses at the batch's key positions, its subsample drawn from
+    `generator` (seed, step)."""
+    hook = SpreadHook(spread, layers, seed)
+    with hook.around_forward(step, batch, tokens.device):
         loss, acc = loss_fn(model, tokens, targets)
-    reg = tap.penalty(positions, spread, generator(seed, step))
-    return loss + spread.weight * reg, acc, reg.detach()
+    term = hook.extra_loss(step)
+    return loss + term, acc, hook.last
