@@ -24,6 +24,7 @@ include: "rules/analysis.smk"
 include: "rules/claims.smk"
 include: "rules/corpus.smk"
 include: "rules/lattice.smk"
+include: "rules/studies.smk"
 
 
 # bookkeeping (stats, tables, figures, the benchmark's aggregation) runs in the main process
@@ -39,6 +40,7 @@ localrules:
     release_index,
     claims,
     lattice_report,
+    study,
 
 
 rule all:

@@ -25,8 +25,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from arbench.config import load, model_settings  # noqa: E402
+from arbench.config import load  # noqa: E402
 from arbench.evaluate.recall import accuracy  # noqa: E402
+from arbench.experiment import run_of  # noqa: E402
 from arbench.models import ModelConfig  # noqa: E402
 from arbench.tasks import build_task  # noqa: E402
 from arbench.train.loop import TrainConfig, load_trained, train  # noqa: E402
@@ -37,7 +38,7 @@ def pilot(spec: dict[str, Any], eval_examples: int, threads: int) -> dict[str, A
     value restores a library default); held-out accuracy."""
     exp = load(ROOT / "config.yaml")["experiments"]["factorial"]
     task = build_task(exp["task"] | spec.get("task", {}))
-    model = model_settings(exp, "delta")
+    model = run_of(exp, "delta").model
     over = dict(spec.get("model", {}))
     model["cell_options"] = model["cell_options"] | over.pop("cell_options", {})
     model.update(over)

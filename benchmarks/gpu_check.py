@@ -53,6 +53,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from arbench import config as arconfig  # noqa: E402
+from arbench import experiment  # noqa: E402
 from arbench.bench.cells import NOT_TIMED, Shape, cell_options  # noqa: E402
 from arbench.bench.machine import machine_info  # noqa: E402
 from arbench.bench.streaming import peak_rss_mb  # noqa: E402
@@ -397,8 +398,8 @@ def train_speed(
     with log_every = warmup_steps the reports at steps warmup and warmup + timed bracket
     exactly the timed steps, synced as often as a real run's logging syncs.
     """
-    task, model = arconfig.task_settings(exp, arm), arconfig.model_settings(exp, arm)
-    training = arconfig.train_settings(exp, arm)
+    task, model = experiment.run_of(exp, arm).task, experiment.run_of(exp, arm).model
+    training = experiment.run_of(exp, arm).train
     total = sizes.warmup_steps + sizes.timed_steps
     overrides = {
         "steps": total,
@@ -476,8 +477,8 @@ def stream_speed(device: torch.device, sizes: Sizes, budget: Budget) -> dict[str
     cfg = paper_config()
     pointer, piece = cfg["bench"]["stream"], sizes.stream_piece or cfg["bench"]["piece"]
     exp = cfg["experiments"][pointer["experiment"]]
-    model = arconfig.model_settings(exp, pointer["arm"])
-    vocab = build_task(arconfig.task_settings(exp, pointer["arm"])).vocab_size
+    model = experiment.run_of(exp, pointer["arm"]).model
+    vocab = build_task(experiment.run_of(exp, pointer["arm"]).task).vocab_size
     net = build_model(ModelConfig(vocab_size=vocab, **model), 0).to(device)
     probe = stream_tokens(net, 2 * piece, vocab, np.random.default_rng(1), piece=piece)
     predicted = sizes.stream_tokens / probe["tokens_per_s"]

@@ -45,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from arbench import config as arconfig  # noqa: E402
-from arbench.config import model_settings, task_settings, train_settings  # noqa: E402
+from arbench.experiment import run_of  # noqa: E402
 from arbench.kernels.tiled_attention import attention, attention_plain  # noqa: E402
 from arbench.models import families  # noqa: E402
 from arbench.tasks.base import IGNORE, Signal, config_of  # noqa: E402
@@ -89,7 +89,8 @@ def _settings(smoke: bool) -> tuple[dict[str, Any], dict[str, Any], dict[str, An
     cfg = arconfig.load(scale="paper")
     exp = cfg["experiments"][EXPERIMENT]
     arm = next(iter(exp["arms"]))
-    model, task, train = model_settings(exp, arm), task_settings(exp, arm), train_settings(exp, arm)
+    row = run_of(exp, arm)
+    model, task, train = row.model, row.task, row.train
     ev = dict(exp["eval"])
     if smoke:
         model.update(d_model=16, layers=2, heads=2, kv_heads=2, head_dim=8, ffn_hidden=32)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from arbench import config
+from arbench import config, experiment
 
 ROOT = Path(__file__).resolve().parents[1]
 RAW = yaml.safe_load((ROOT / "config.yaml").read_text())
@@ -142,7 +142,7 @@ def test_scales_shrink_the_protocol() -> None:
         (
             lambda c: (
                 c.update(scale="demo")
-                or c["scales"]["demo"]["multiply"].update({"experiments.*.nope": 2})
+                or c["scales"]["study"]["multiply"].update({"experiments.*.nope": 2})
             ),
             "nope",
         ),
@@ -172,18 +172,21 @@ def test_an_unknown_arm_key_fails_naming_arm_key_and_the_accepted_ones() -> None
 
 def test_a_grid_runs_every_arm_at_every_value() -> None:
     exp = config.resolve(copy.deepcopy(RAW))["experiments"]["lr_sweep"]
-    arms = config.run_arms(exp)
+    arms = [r.name for r in experiment.runs_of("", exp)]
     assert len(arms) == len(exp["arms"]) * len(exp["grid"]["values"])
     assert arms[:2] == ["delta-lr0.002", "delta-lr0.0035"]
-    assert config.point_of(exp, "mamba2-lr0.011") == ("mamba2", 0.011)
-    assert config.train_settings(exp, "mamba2-lr0.011")["lr"] == 0.011
+    assert (
+        experiment.run_of(exp, "mamba2-lr0.011").arm,
+        experiment.run_of(exp, "mamba2-lr0.011").value,
+    ) == ("mamba2", 0.011)
+    assert experiment.run_of(exp, "mamba2-lr0.011").train["lr"] == 0.011
     assert exp["train"]["lr"] == 0.006  # the block itself is never edited
-    assert config.task_settings(exp, "mamba2-lr0.011") == exp["task"]
+    assert experiment.run_of(exp, "mamba2-lr0.011").task == exp["task"]
     with pytest.raises(KeyError, match="not a run arm"):
-        config.point_of(exp, "mamba2-lr0.5")
+        (experiment.run_of(exp, "mamba2-lr0.5").arm, experiment.run_of(exp, "mamba2-lr0.5").value)
     capacity = config.resolve(copy.deepcopy(RAW))["experiments"]["capacity"]
-    assert config.task_settings(capacity, "delta-pairs128")["pairs"] == 128
-    assert config.model_settings(capacity, "delta-pairs128")["cell"] == "delta_rule"
+    assert experiment.run_of(capacity, "delta-pairs128").task["pairs"] == 128
+    assert experiment.run_of(capacity, "delta-pairs128").model["cell"] == "delta_rule"
 
 
 def test_a_scale_rewrite_of_one_experiment_never_reaches_its_aliases() -> None:
@@ -192,8 +195,8 @@ def test_a_scale_rewrite_of_one_experiment_never_reaches_its_aliases() -> None:
     raw = yaml.safe_load((ROOT / "config.yaml").read_text())
     exps = raw["experiments"]
     assert exps["factorial"]["train"] is exps["transition"]["train"]  # aliased as loaded
-    raw["scales"]["demo"]["set"]["experiments.factorial.train.steps"] = 123
-    demo = config.resolve(raw | {"scale": "demo"})["experiments"]
+    raw["scales"]["study"]["set"]["experiments.factorial.train.steps"] = 123
+    demo = config.resolve(raw | {"scale": "study"})["experiments"]
     assert demo["factorial"]["train"]["steps"] == 123
     assert demo["transition"]["train"]["steps"] == 600  # 4000 x 0.15, once
     assert demo["transition"]["train"] is not demo["factorial"]["train"]
@@ -223,14 +226,14 @@ def test_release_settings_have_one_source() -> None:
 def test_model_settings_merge_backbone_and_arm() -> None:
     cfg = config.resolve(copy.deepcopy(RAW))
     exp = cfg["experiments"]["passkey_swar"]
-    assert config.model_settings(exp, "attention_2layer") == {
+    assert experiment.run_of(exp, "attention_2layer").model == {
         "d_model": 32,
         "layers": 2,
         "mlp_ratio": 4,
         "cell": "attention",
         "cell_options": {"heads": 4, "positions": "rotary"},
     }
-    assert config.eval_options(exp, "attention_2layer") == {"max_writes": 4096}
+    assert experiment.run_of(exp, "attention_2layer").eval_options == {"max_writes": 4096}
 
 
 @pytest.mark.parametrize("env", sorted((ROOT / "envs").glob("*.yaml")), ids=lambda p: p.name)
@@ -262,17 +265,17 @@ def test_lock_pins_every_package() -> None:
 def test_an_arm_changes_only_the_settings_it_names() -> None:
     cfg = config.resolve(copy.deepcopy(RAW))
     ramps, collision = cfg["experiments"]["ramps"], cfg["experiments"]["collision"]
-    gated = config.train_settings(ramps, "gated")
+    gated = experiment.run_of(ramps, "gated").train
     assert gated["curriculum"]["ramp"] == "gated" and gated["steps"] == 4000
-    assert config.task_settings(ramps, "gated")["seq_len"] == 512
-    assert config.task_settings(ramps, "uniform")["seq_len"] == 256
-    assert config.model_settings(collision, "causal_1layer")["layers"] == 1
-    assert config.model_settings(collision, "causal")["layers"] == 2
+    assert experiment.run_of(ramps, "gated").task["seq_len"] == 512
+    assert experiment.run_of(ramps, "uniform").task["seq_len"] == 256
+    assert experiment.run_of(collision, "causal_1layer").model["layers"] == 1
+    assert experiment.run_of(collision, "causal").model["layers"] == 2
     # the experiment's own training options stay where an arm does not replace them
-    assert config.train_settings(collision, "causal")["dense"] is True
-    assert config.train_settings(collision, "causal_shaped")["curriculum"]["ramp"] == "shaped"
+    assert experiment.run_of(collision, "causal").train["dense"] is True
+    assert experiment.run_of(collision, "causal_shaped").train["curriculum"]["ramp"] == "shaped"
     # block overrides are not cell options
-    assert "train" not in config.model_settings(ramps, "gated")["cell_options"]
+    assert "train" not in experiment.run_of(ramps, "gated").model["cell_options"]
 
 
 # ---------------------------------------------------------------- bad input, before any job
@@ -335,7 +338,7 @@ def test_lr_3e_3_in_a_config_file_trains_with_a_float(tmp_path: Path) -> None:
     extra.write_text("experiments:\n  factorial:\n    train:\n      lr: 3e-3\n")
     assert yaml.safe_load(extra.read_text())["experiments"]["factorial"]["train"]["lr"] == "3e-3"
     cfg = config.resolve(config.read_config([ROOT / "config.yaml", extra], {"scale": "smoke"}))
-    lr = config.train_settings(cfg["experiments"]["factorial"], "delta")["lr"]
+    lr = experiment.run_of(cfg["experiments"]["factorial"], "delta").train["lr"]
     assert lr == 0.003 and isinstance(lr, float)
     # the edit reaches the factorial only, not the experiments sharing its anchor
     assert cfg["experiments"]["transition"]["train"]["lr"] == 0.006
@@ -499,8 +502,8 @@ def test_per_arm_training_overrides_are_declared_and_validated() -> None:
         _edited(lambda c: c["experiments"]["factorial"]["arms"]["delta"].update(train={"lr": 1e-3}))
     )
     exp = cfg["experiments"]["factorial"]
-    assert config.train_settings(exp, "delta")["lr"] == 0.001
-    assert config.train_settings(exp, "delta_conv")["lr"] == 0.006
+    assert experiment.run_of(exp, "delta").train["lr"] == 0.001
+    assert experiment.run_of(exp, "delta_conv").train["lr"] == 0.006
     message = _error(
         _edited(lambda c: c["experiments"]["factorial"]["arms"]["delta"].update(train={"lrr": 1}))
     )
@@ -591,7 +594,57 @@ def test_grid_values_get_the_same_checks() -> None:
 def test_config_overrides_get_the_same_checks() -> None:
     for overrides, message in [
         ({"threads_per_run": 0}, "config key threads_per_run: 0 is less than the minimum of 1"),
-        ({"scale": "huge"}, "config key scale: 'huge' is not one of ['paper', 'demo', 'smoke']"),
+        (
+            {"scale": "huge"},
+            "config key scale: 'huge' is not one of ['paper', 'study', 'demo', 'smoke']",
+        ),
         ({"bench": {"B": "zero"}}, "config key bench.B: 'zero' is not of type 'integer'"),
     ]:
         assert _error(config.read_config([ROOT / "config.yaml"], overrides)) == message
+
+
+@pytest.mark.parametrize(
+    ("rewrite", "named"),
+    [
+        ({"experiments.factorial.arms.delta.convv": True}, "convv"),
+        ({"experiments.factorial.train.lr": "fast"}, "lr"),
+        ({"experiments.nosuch.seeds": 1}, "nosuch"),
+    ],
+)
+def test_a_typo_in_another_scales_overrides_fails_a_paper_plan(rewrite, named) -> None:
+    # the demo's rewrites are checked whichever scale is planned, naming that scale
+    raw = yaml.safe_load((ROOT / "config.yaml").read_text())
+    raw["scales"]["demo"]["set"].update(rewrite)
+    with pytest.raises(config.ConfigError) as err:
+        config.resolve(raw | {"scale": "paper"})
+    message = str(err.value)
+    assert "\n" not in message and "scales.demo" in message and named in message
+
+
+def test_a_scale_that_measures_some_experiments_marks_the_rest_path_only() -> None:
+    demo = config.load(scale="demo")["experiments"]
+    assert {n for n, e in demo.items() if not e.get("path_only")} == {"factorial", "decay"}
+    paper = config.load(scale="paper")["experiments"]
+    assert not any(e.get("path_only") for e in paper.values())
+    raw = yaml.safe_load((ROOT / "config.yaml").read_text())
+    raw["scales"]["demo"]["measures"] = ["factorial", "factorail"]
+    with pytest.raises(config.ConfigError, match=r"scales.demo.measures: 'factorail'"):
+        config.resolve(raw | {"scale": "demo"})
+
+
+def test_a_study_names_only_experiments_of_the_config() -> None:
+    raw = yaml.safe_load((ROOT / "config.yaml").read_text())
+    raw["studies"]["wall"].append("hay_stack")
+    with pytest.raises(config.ConfigError, match=r"studies.wall\[6\]: 'hay_stack'"):
+        config.resolve(raw | {"scale": "paper"})
+
+
+def test_the_demo_keeps_the_factorial_runs_of_the_study_scale() -> None:
+    # the cut demo's factorial trains exactly what the study scale (the previous demo) does
+    demo = config.load(scale="demo")["experiments"]
+    study = config.load(scale="study")["experiments"]
+    for name in ("factorial", "decay"):
+        a = {r.name: r.identity for r in experiment.runs_of(name, demo[name])}
+        b = {r.name: r.identity for r in experiment.runs_of(name, study[name])}
+        assert a == b and demo[name]["seeds"] == study[name]["seeds"] == 4
+        assert demo[name]["eval"] == study[name]["eval"]

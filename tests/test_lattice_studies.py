@@ -8,12 +8,15 @@ from __future__ import annotations
 import pytest
 
 from arbench import config as arbench_config
+from arbench import experiment
 from arbench.cells import build_cell
-from arbench.report.lattice import STUDIES
+from arbench.report.lattice import lattice_studies
 from arbench.tasks import build_task
 
+STUDIES = lattice_studies(arbench_config.load_yaml(arbench_config.ROOT / "config.yaml"))
 
-@pytest.fixture(scope="module", params=["paper", "demo", "smoke"])
+
+@pytest.fixture(scope="module", params=["paper", "study", "demo", "smoke"])
 def cfg(request) -> dict:
     return arbench_config.load(scale=request.param)
 
@@ -22,8 +25,8 @@ def test_every_arm_matches_the_lattice_state(cfg: dict) -> None:
     for name in STUDIES.values():
         exp = cfg["experiments"][name]
         states = {}
-        for run_arm in arbench_config.run_arms(exp):
-            m = arbench_config.model_settings(exp, run_arm)
+        for run_arm in [r.name for r in experiment.runs_of("", exp)]:
+            m = experiment.run_of(exp, run_arm).model
             states[run_arm] = build_cell(m["cell"], m["d_model"], **m["cell_options"]).state_size()
         lattice = {s for a, s in states.items() if a.startswith("lattice-")}
         assert len(lattice) == 1, (name, states)
@@ -35,7 +38,7 @@ def test_paper_scale_is_the_protocol() -> None:
     cap = cfg["experiments"][STUDIES["capacity"]]
     assert max(cap["grid"]["values"]) == 8192
     assert cap["task"]["n_keys"] == cap["task"]["n_values"] == 16384
-    m = arbench_config.model_settings(cap, "lattice-pairs8192")
+    m = experiment.run_of(cap, "lattice-pairs8192").model
     assert (m["d_model"], m["layers"]) == (64, 1)
     opts = m["cell_options"]
     assert (opts["heads"], opts["d_v"], opts["addr_scale"], opts["retention_init"]) == (
@@ -51,8 +54,8 @@ def test_paper_scale_is_the_protocol() -> None:
 
 def test_the_real_text_task_reads_the_corpus_the_rule_writes(cfg: dict) -> None:
     exp = cfg["experiments"][STUDIES["realtext"]]
-    for run_arm in arbench_config.run_arms(exp):
-        task = build_task(arbench_config.task_settings(exp, run_arm))
+    for run_arm in [r.name for r in experiment.runs_of("", exp)]:
+        task = build_task(experiment.run_of(exp, run_arm).task)
         assert task.input_files() == [cfg["realtext_corpus"]]
 
 

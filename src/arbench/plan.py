@@ -1,16 +1,11 @@
 """The workflow's view of a resolved config: where each scale's results go, what each job
 reads, and what each task declares (its data kind and report layout).
 
-Two things are decided here once, for every rule:
-
-* **datasets**: a stream task's held-out set and oracle report live in
-  ``datasets/<dataset>/``, one per distinct task block an experiment trains on: the
-  experiment's name, ``<experiment>-<arm>`` for an arm that changes the task, and
-  ``-<leaf><value>`` appended for each value of a grid over a task setting.
-* **shared runs**: a run is identified by what it trains (task, model and train blocks, and
-  the seed), never by the experiment that asks for it. Every (experiment, run arm, seed) maps
-  to the first identical run in config order, so the transition table's K = 32 rows and the
-  factorial's are the same trained models, trained once.
+Every per-job setting is read from the config's run table (`arbench.experiment.RunTable`),
+expanded once here: its rows give each run arm's task, model, train and evaluation settings,
+its stream **dataset** (a held-out set and oracle report in ``datasets/<dataset>/``) and the
+**owner** of each seed's run (the first identical run in config order, so the transition
+table's K = 32 rows and the factorial's are the same trained models, trained once).
 
 `rules/common.smk` calls these so that the rules stay generic over experiments and never
 branch on a task or cell name; each function here is plain Python, tested without Snakemake.
@@ -18,18 +13,9 @@ branch on a task or cell name; each function here is plain Python, tested withou
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from arbench.config import (
-    eval_options,
-    grid_points,
-    model_settings,
-    point_label,
-    run_arms,
-    task_settings,
-    train_settings,
-)
+from arbench.experiment import Run, RunTable
 from arbench.tasks import Task, build_task, task_class
 from arbench.tasks.base import Release
 
@@ -54,9 +40,13 @@ class Plan:
         self.root = results_root(self.scale)
         self.experiments: dict[str, dict[str, Any]] = cfg["experiments"]
         self.releases: dict[str, dict[str, Any]] = cfg.get("releases", {})
-        self._dataset_of = self._dataset_names()
-        self.datasets = self._datasets()
-        self._runs = self._shared_runs()
+        self.studies: dict[str, list[str]] = cfg.get("studies") or {}
+        self.table = RunTable(self.experiments, set(self.experiments_with("stream")))
+        self.datasets = self.table.datasets
+
+    def run(self, experiment: str, run_arm: str) -> Run:
+        """One row of the run table."""
+        return self.table.row(experiment, run_arm)
 
     # ------------------------------------------------------------------ what tasks declare
 
@@ -72,63 +62,23 @@ class Plan:
         """The report layout that renders an experiment's table and figure: the experiment's
         own ``layout`` (e.g. "lockin"), else "grid" for an experiment with a grid, else the one
         its task declares ("bars", "sweep")."""
-        if self.experiments[experiment].get("layout"):
-            return self.experiments[experiment]["layout"]
-        if self.experiments[experiment].get("grid"):
-            return "grid"
-        return self.task(experiment).layout
+        from arbench.report.layouts import layout_of
+
+        exp = self.experiments[experiment]
+        name = exp.get("layout") or ("grid" if exp.get("grid") else self.task(experiment).layout)
+        return layout_of(name).name
 
     # ------------------------------------------------------------------ data
 
-    def _datasets(self) -> dict[str, dict[str, Any]]:
-        """Every stream dataset: name -> the task block, held-out count, seeds and batch its
-        oracle checks (see the module docstring)."""
-        out: dict[str, dict[str, Any]] = {}
-        for name, exp in self.experiments.items():
-            if self.task(name).data != "stream":
-                continue
-            for run_arm in run_arms(exp):
-                dataset = self.dataset(name, run_arm)
-                out.setdefault(
-                    dataset,
-                    {
-                        "task": task_settings(exp, run_arm),
-                        "examples": exp["eval"]["examples"],
-                        "seeds": exp["seeds"],
-                        "batch": train_settings(exp, run_arm)["batch"],
-                    },
-                )
-        return out
-
     def dataset(self, experiment: str, run_arm: str) -> str:
-        """The stream dataset a run arm reads (named once for every run arm, `_dataset_names`)."""
-        return self._dataset_of[(experiment, run_arm)]
-
-    def _dataset_names(self) -> dict[tuple[str, str], str]:
-        """(experiment, run arm) -> its dataset: one per distinct task block of an experiment,
-        named by the first run arm that trains on it: the experiment's own name, plus
-        ``-<arm>`` when that arm changes the task (`config.BLOCKS`) and ``-<leaf><value>`` at
-        each value of a grid over a task setting."""
-        out: dict[tuple[str, str], str] = {}
-        for experiment, exp in self.experiments.items():
-            grid = exp.get("grid")
-            on_task = grid is not None and grid["key"].startswith("task.")
-            first: dict[str, str] = {}  # task block -> the dataset its first run arm names
-            for run_arm, (arm, value) in grid_points(exp).items():
-                name = experiment
-                if exp["arms"][arm].get("task"):
-                    name += f"-{arm}"
-                if on_task:
-                    name += f"-{point_label(exp, value)}"
-                block = json.dumps(task_settings(exp, run_arm), sort_keys=True)
-                out[(experiment, run_arm)] = first.setdefault(block, name)
-        return out
+        """The stream dataset a run arm reads (`RunTable.dataset`)."""
+        return self.table.dataset(experiment, run_arm)
 
     def task_settings(self, experiment: str, run_arm: str) -> dict[str, Any]:
-        return task_settings(self.experiments[experiment], run_arm)
+        return self.run(experiment, run_arm).task
 
     def train_settings(self, experiment: str, run_arm: str) -> dict[str, Any]:
-        return train_settings(self.experiments[experiment], run_arm)
+        return self.run(experiment, run_arm).train
 
     def data_dir(self, experiment: str, run_arm: str) -> str:
         """The folder of a run arm's validated data: its stream dataset's, or the named
@@ -149,7 +99,7 @@ class Plan:
     def gates(self, experiment: str) -> dict[str, str]:
         """Each run arm's validation report: what its data's oracle and self-tests found
         (the stats job reads the counts the self-tests report, never recomputing them)."""
-        return {arm: self.gate(experiment, arm) for arm in run_arms(self.experiments[experiment])}
+        return {run.name: self.gate(experiment, run.name) for run in self.table.of(experiment)}
 
     def eval_inputs(self, experiment: str, run_arm: str) -> list[str]:
         """The data files evaluation reads (besides the run), with the gate that validated
@@ -225,59 +175,38 @@ class Plan:
 
     # ------------------------------------------------------------------ runs
 
-    def _shared_runs(self) -> dict[tuple[str, str, int], tuple[str, str]]:
-        """(experiment, run arm, seed) -> the (experiment, run arm) whose identical run trains
-        it: the first in config order with the same task, model and train blocks."""
-        first: dict[tuple[str, int], tuple[str, str]] = {}
-        out: dict[tuple[str, str, int], tuple[str, str]] = {}
-        for name, exp in self.experiments.items():
-            for run_arm in run_arms(exp):
-                ident = json.dumps(
-                    [
-                        task_settings(exp, run_arm),
-                        model_settings(exp, run_arm),
-                        train_settings(exp, run_arm),
-                    ],
-                    sort_keys=True,
-                )
-                for seed in range(exp["seeds"]):
-                    out[(name, run_arm, seed)] = first.setdefault((ident, seed), (name, run_arm))
-        return out
-
     def run_dir(self, experiment: str, run_arm: str, seed: int) -> str:
         """Where the run an (experiment, run arm, seed) evaluates is trained: its shared
         run's folder (its own unless an earlier experiment trains the identical run)."""
-        owner, arm = self._runs.get((experiment, run_arm, int(seed)), (experiment, run_arm))
+        owner, arm = self.table.owner(experiment, run_arm, int(seed))
         return f"{self.root}/runs/{owner}/{arm}/seed{seed}"
 
     def run_files(self, experiment: str, name: str) -> list[str]:
         """One file per (run arm, seed) of an experiment, e.g. every final.json."""
-        exp = self.experiments[experiment]
         return [
-            f"{self.run_dir(experiment, arm, seed)}/{name}"
-            for arm in run_arms(exp)
-            for seed in range(exp["seeds"])
+            f"{self.run_dir(experiment, run.name, seed)}/{name}"
+            for run in self.table.of(experiment)
+            for seed in range(run.seeds)
         ]
 
     def eval_files(self, experiment: str) -> list[str]:
-        exp = self.experiments[experiment]
         return [
-            f"{self.root}/evals/{experiment}/{arm}/seed{seed}.json"
-            for arm in run_arms(exp)
-            for seed in range(exp["seeds"])
+            f"{self.root}/evals/{experiment}/{run.name}/seed{seed}.json"
+            for run in self.table.of(experiment)
+            for seed in range(run.seeds)
         ]
 
     def trainings(self) -> list[tuple[str, str, int]]:
         """Every distinct run the whole config trains, as (experiment, run arm, seed) of its
         owner (shared runs counted once), in config order."""
-        return list(dict.fromkeys((*owner, seed) for (_, _, seed), owner in self._runs.items()))
+        return self.table.trainings()
 
     def model(self, experiment: str, run_arm: str) -> dict[str, Any]:
         """What a training job needs to build a run arm's model (the task sets the vocabulary)."""
-        return model_settings(self.experiments[experiment], run_arm)
+        return self.run(experiment, run_arm).model
 
     def eval_options(self, experiment: str, run_arm: str) -> dict[str, Any]:
-        return eval_options(self.experiments[experiment], run_arm)
+        return self.run(experiment, run_arm).eval_options
 
     def train_minutes(self, experiment: str, run_arm: str) -> int:
         """Minutes to ask a scheduler for: generous for the CPU, far more than a GPU needs."""
@@ -286,9 +215,8 @@ class Plan:
     def eval_tokens(self, experiment: str, run_arm: str) -> int:
         """Tokens a run arm's evaluation job reads (`Task.eval_tokens`: the held-out count
         times the sequence length, or a task's whole streaming sweep)."""
-        task = build_task(self.task_settings(experiment, run_arm))
-        examples = self.experiments[experiment]["eval"]["examples"]
-        return task.eval_tokens(examples, **self.eval_options(experiment, run_arm))
+        run = self.run(experiment, run_arm)
+        return build_task(run.task).eval_tokens(run.examples, **run.eval_options)
 
     def eval_minutes(self, experiment: str, run_arm: str) -> int:
         """Minutes to ask a scheduler for one evaluation: 10 to start, plus its token count
@@ -299,39 +227,60 @@ class Plan:
 
     def reference(self, pointer: dict[str, str]) -> dict[str, Any]:
         """The task settings and model of an {experiment, arm} pointer (zoo, bench)."""
-        exp = self.experiments[pointer["experiment"]]
-        arm = pointer["arm"]
-        return {"task": task_settings(exp, arm), "model": model_settings(exp, arm)}
+        run = self.run(pointer["experiment"], pointer["arm"])
+        return {"task": run.task, "model": run.model}
 
     def task_blocks(self) -> list[dict[str, Any]]:
         """Every (experiment, task block) the config trains on, one per grid point: what the
         floors table reads."""
         out = []
-        for name, exp in self.experiments.items():
+        for name in self.experiments:
             seen: list[dict[str, Any]] = []
-            for run_arm in run_arms(exp):
-                task = task_settings(exp, run_arm)
-                if task not in seen:
-                    seen.append(task)
-                    out.append({"experiment": name, "task": task})
+            for run in self.table.of(name):
+                if run.task not in seen:
+                    seen.append(run.task)
+                    out.append({"experiment": name, "task": run.task})
         return out
+
+    def experiment_targets(self, name: str) -> list[str]:
+        """An experiment's table and figure."""
+        return [f"{self.root}/tables/{name}.tex"] + [
+            f"{self.root}/figures/{name}.{ext}" for ext in ("pdf", "png")
+        ]
+
+    def _lattice_targets(self, experiments: list[str] | dict[str, Any]) -> list[str]:
+        """The lattice-memory table and figure (`arbench.report.lattice`), where the config
+        declares the report (``lattice:``) and ``experiments`` hold its three studies."""
+        from arbench.report.lattice import lattice_studies
+
+        studies = lattice_studies(self.cfg)
+        if not studies or not set(studies.values()) <= set(experiments):
+            return []
+        return [f"{self.root}/tables/lattice.tex"] + [
+            f"{self.root}/figures/lattice.{ext}" for ext in ("pdf", "png")
+        ]
 
     def targets(self) -> list[str]:
         """Everything `rule all` builds: every experiment's table and figure, the cell table,
         the benchmark, the interference study, the score-variance study, the claim-by-claim
         report (claims.md and its table) and, where the config holds its three studies, the
         lattice-memory table and figure (`arbench.report.lattice`)."""
-        from arbench.report.lattice import STUDIES as LATTICE
-
         out = [f"{self.root}/tables/{name}.tex" for name in ("cells", "floors")]
         out += [f"{self.root}/bench/cells.{ext}" for ext in ("json", "png")]
         out += [f"{self.root}/figures/interference.{ext}" for ext in ("pdf", "png", "html")]
         out += [f"{self.root}/figures/score_variance.{ext}" for ext in ("pdf", "png")]
         for name in self.experiments:
-            out += [f"{self.root}/tables/{name}.tex"]
-            out += [f"{self.root}/figures/{name}.{ext}" for ext in ("pdf", "png")]
+            out += self.experiment_targets(name)
         out += [f"{self.root}/claims.md", f"{self.root}/tables/claims.tex"]
-        if set(LATTICE.values()) <= set(self.experiments):
-            out += [f"{self.root}/tables/lattice.tex"]
-            out += [f"{self.root}/figures/lattice.{ext}" for ext in ("pdf", "png")]
+        out += self._lattice_targets(self.experiments)
         return out
+
+    def study_targets(self, study: str) -> list[str]:
+        """The tables and figures of one study (`studies:` in the config): its experiments',
+        and the lattice report's where the study holds the lattice experiments."""
+        if study not in self.studies:
+            raise KeyError(f"study {study!r} is not one of {sorted(self.studies)}")
+        names = self.studies[study]
+        return [t for name in names for t in self.experiment_targets(name)] + (
+            self._lattice_targets(names)
+        )

@@ -50,7 +50,7 @@ def train_run(
     """Train one run in ``run_dir`` (resuming from its checkpoint) and write ``final.json``.
 
     ``task`` and ``training`` are the experiment's task and train blocks, ``model`` the arm's
-    model settings (`arbench.config.model_settings`); ``record`` adds fields to the record
+    model settings (`arbench.experiment.Run.model`); ``record`` adds fields to the record
     (experiment, arm, scale). Returns the record.
     """
     from arbench.models import families  # torch: imported by the jobs that train, only

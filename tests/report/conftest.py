@@ -3,42 +3,11 @@ in both layouts (bars with contrasts; a sweep over lengths and answer types)."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-LATEX_MISSING = (
-    "no pdflatex: LaTeX not compiled (Debian: apt-get install texlive-latex-base "
-    "texlive-latex-recommended)"
-)
-MINIMAL = "\\documentclass{article}\\usepackage{booktabs}\\begin{document}\n%s\n\\end{document}\n"
-
-
-def _compile_tex(body: str, where: Path, name: str = "doc") -> str:
-    """Compile ``body`` in a minimal booktabs document; its log (the output on failure)."""
-    doc = where / f"{name}.tex"
-    doc.write_text(MINIMAL % body)
-    done = subprocess.run(
-        ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", doc.name],
-        cwd=where,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stdout[-3000:]
-    return (where / f"{name}.log").read_text(errors="replace")
-
-
-@pytest.fixture
-def compile_tex():
-    """`_compile_tex`, for a test that compiles LaTeX; the test skips without pdflatex."""
-    if not shutil.which("pdflatex"):
-        pytest.skip(LATEX_MISSING)
-    return _compile_tex
-
+# the `compile_tex` fixture (LaTeX, installed first where it can be) is tests/conftest.py's
 
 BARS = {
     "title": "A factorial_like & table",
@@ -144,10 +113,10 @@ GRID_SCORES = {
 
 
 def grid_evals_for(exp: dict[str, Any]) -> list[dict[str, Any]]:
-    from arbench.config import run_arms
+    from arbench.experiment import runs_of
 
     out = []
-    for run_arm in run_arms(exp):
+    for run_arm in [r.name for r in runs_of("", exp)]:
         arm, value = run_arm.split("-")[0], exp["grid"]["values"].index(_value(exp, run_arm))
         for seed, acc in enumerate(GRID_SCORES[(arm, value)]):
             ev = _eval(arm, seed, acc, False)
@@ -159,9 +128,9 @@ def grid_evals_for(exp: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _value(exp: dict[str, Any], run_arm: str) -> Any:
-    from arbench.config import point_of
+    from arbench.experiment import run_of
 
-    return point_of(exp, run_arm)[1]
+    return run_of(exp, run_arm).value
 
 
 @pytest.fixture

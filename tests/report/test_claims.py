@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from arbench import config
+from arbench import config, experiment
 from arbench.plan import Plan
 from arbench.report import claims as C
 
@@ -113,6 +113,15 @@ def test_same_sign_significant_reads_sign_and_p() -> None:
     weak = copy.deepcopy(STATS)
     weak["contrasts"][0]["p"] = 0.2
     assert verdict(weak).verdict == C.NOT_REPRODUCED
+
+
+def test_an_experiment_run_only_for_its_path_tests_no_claim() -> None:
+    # a scale that does not measure the experiment (scales.<scale>.measures) says so, even
+    # where its numbers would pass the rule
+    assert verdict().verdict == C.REPRODUCED
+    r = verdict({**STATS, "path_only": True})
+    assert r.verdict == C.NOT_RUN and "smallest size" in r.reason and "demo-<study>" in r.reason
+    assert verdict({**STATS, "path_only": False}).verdict == C.REPRODUCED
 
 
 def test_a_test_that_cannot_reach_alpha_is_not_run() -> None:
@@ -451,7 +460,7 @@ def test_every_arm_and_grid_value_a_claim_names_is_in_the_paper_config() -> None
         # an arm this machine cannot build is in the resolved config's skipped arms
         arms = (
             set(exp["arms"])
-            | set(config.run_arms(exp))
+            | set([r.name for r in experiment.runs_of("", exp)])
             | set(exp.get("skipped", {}).get("arms", {}))
         )
         values = exp.get("grid", {}).get("values", [])

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from arbench import frontier_arms
-from arbench.config import run_arms, task_settings
+from arbench.experiment import run_of, runs_of
 from arbench.report.experiment import experiment_stats
 from arbench.report.frontier import crossing, thresholds
 from arbench.report.layouts import layout_of
@@ -71,7 +71,7 @@ def _expanded() -> dict[str, Any]:
 
 def _evals(exp: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
-    for run_arm in run_arms(exp):
+    for run_arm in [r.name for r in runs_of("", exp)]:
         arm, pairs = run_arm.split("-pairs")
         cell_state = arm.rsplit("_s", 1)
         state = int(cell_state[1]) if len(cell_state) == 2 and cell_state[1].isdigit() else 0
@@ -94,8 +94,8 @@ def _evals(exp: dict[str, Any]) -> list[dict[str, Any]]:
 def _self_tests(exp: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Each run arm's data self-tests, as its oracle report records them (run.validate_stream)."""
     out = {}
-    for run_arm in run_arms(exp):
-        task = build_task(task_settings(exp, run_arm))
+    for run_arm in [r.name for r in runs_of("", exp)]:
+        task = build_task(run_of(exp, run_arm).task)
         out[run_arm] = task.self_tests(task.eval_set(int(exp["eval"]["examples"])))
     return out
 

@@ -40,7 +40,7 @@ def stream_once(
     threads: int = 1,
 ) -> dict[str, Any]:
     """Stream ``n_tokens`` random tokens through a seeded model of the given settings
-    (`arbench.config.model_settings` of an arm) in this process; time and peak memory."""
+    (`arbench.experiment.Run.model` of an arm) in this process; time and peak memory."""
     torch.set_num_threads(threads)
     net = build_model(ModelConfig(vocab_size=vocab_size, **model), seed)
     rss_before = peak_rss_mb()

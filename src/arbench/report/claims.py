@@ -643,6 +643,14 @@ def _ns(found: Iterable[Found]) -> str | None:
 def evaluate_claim(claim: Claim, stats: Any, scale: str) -> Result:
     """One claim's verdict on its loaded stats JSON."""
     res = Result(claim=claim, verdict=NOT_REPRODUCED, scale=scale)
+    if isinstance(stats, Mapping) and stats.get("path_only"):
+        res.verdict = NOT_RUN
+        res.reason = (
+            f"at scale {scale} {stats.get('experiment', 'this experiment')} runs at its "
+            "smallest size, to exercise its path, not to measure (make demo-<study> runs it "
+            "at the study scale)"
+        )
+        return res
     try:
         if claim.rule in ("ordering", "rank_correlation"):
             return _ordering(claim, stats, res)

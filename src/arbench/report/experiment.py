@@ -14,16 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from arbench.config import (
-    BLOCKS,
-    grid_default,
-    point_of,
-    run_arm_name,
-    run_arms,
-    task_settings,
-    value_label,
-)
+from arbench.experiment import BLOCKS, grid_default, run_arm_name, runs_of, value_label
 from arbench.report import frontier, kvbench
+from arbench.report.layouts import layout_of
 from arbench.stats import compare_lock_in, contrast, describe
 from arbench.tasks import build_task
 
@@ -70,12 +63,13 @@ def experiment_stats(
     floors_of: dict[str, dict[str, float]] = {}
     shared = shared_settings(list(exp["arms"].values()))
     arms = {}
-    for i, run_arm in enumerate(run_arms(exp)):
+    rows = runs_of(name, exp)
+    for i, row in enumerate(rows):
+        run_arm, arm, value = row.name, row.arm, row.value
         runs = sorted(by_arm.get(run_arm, []), key=lambda e: e["seed"])
         if not runs:
             raise ValueError(f"{name}: no evaluations for run arm {run_arm!r}")
-        arm, value = point_of(exp, run_arm)
-        task = build_task(task_settings(exp, run_arm))
+        task = build_task(row.task)
         floors = task.floors()
         floors_of.setdefault(value_label(value), floors)
         arms[run_arm] = _arm_summary(runs, i, threshold, chance_threshold(floors, factor))
@@ -105,6 +99,8 @@ def experiment_stats(
         "layout": layout,
         "title": exp.get("title", name),
         "scale": scale,
+        # at this scale the experiment only exercises its path (`scales.<scale>.measures`)
+        "path_only": bool(exp.get("path_only", False)),
         "task": exp["task"],
         "model": exp["model"],
         "train": exp["train"],
@@ -125,12 +121,13 @@ def experiment_stats(
     }
     if grid:
         out["grid"] = _grid(exp, arms, floors_of, threshold)
-    if layout == "sweep":
+    sections = layout_of(layout).sections
+    if "sweep" in sections:
         out["sweep"] = _sweep(exp, evals)
-    if layout == "kvbench":
+    if "kvbench" in sections:
         out["kvbench"] = kvbench.summary(exp, evals, curves)
-    if layout == "frontier":
-        frontier.annotate(exp, arms, self_tests or {})
+    if "frontier" in sections:
+        frontier.annotate({row.name: row for row in rows}, arms, self_tests or {})
         out["frontier"] = frontier.summary(out)
     return out
 

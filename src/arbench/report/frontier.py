@@ -16,7 +16,10 @@ spread (min to max) goes beside the mean curve's.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from arbench.experiment import Run
 
 TARGETS = (0.9, 0.99)
 
@@ -40,18 +43,17 @@ def crossing(states: list[float], accuracy: list[float], target: float) -> dict[
 
 
 def annotate(
-    exp: dict[str, Any], arms: dict[str, dict[str, Any]], self_tests: dict[str, dict[str, Any]]
+    runs: dict[str, Run], arms: dict[str, dict[str, Any]], self_tests: dict[str, dict[str, Any]]
 ) -> None:
     """Give every run arm's summary its frontier coordinates: cell, state (the recurrent
     state per layer, or the KV cache per layer for a cell without one), and the task's
     configuration (its label, K and, where its oracle report counted them (``self_tests``,
     by run arm), the held-out set's unlabelled repeats of stored keys per sequence), which
-    every row reports."""
-    from arbench.config import model_settings, task_settings
+    every row reports. ``runs``: the experiment's rows (`arbench.experiment.runs_of`)."""
     from arbench.tasks import build_task
 
     for run_arm, a in arms.items():
-        settings = task_settings(exp, run_arm)
+        settings = runs[run_arm].task
         task = build_task(settings)
         config = {"label": task.summary(), "pairs": int(settings["pairs"])}
         label = getattr(getattr(task, "cfg", None), "label", None)
@@ -63,7 +65,7 @@ def annotate(
         state = int(a["state_size_per_layer"])
         kind = "state"
         if not state:  # attention: its KV cache after the whole sequence
-            d_model = int(model_settings(exp, run_arm)["d_model"])
+            d_model = int(runs[run_arm].model["d_model"])
             state, kind = 2 * d_model * int(task.eval_set(1).tokens.shape[1]), "kv_cache"
         a["frontier"] = {"cell": a["spec"]["cell"], "state": state, "kind": kind, "config": config}
 

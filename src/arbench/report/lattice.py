@@ -32,13 +32,6 @@ import numpy as np
 from arbench.report.tables import TEMPLATES, render
 
 KINDS = ("capacity", "forgetting", "realtext")  # the report's three studies, a panel each
-# FALLBACK, until config.yaml declares its ``lattice`` block: the names the report had
-_FALLBACK: dict[str, Any] = {
-    "experiments": {kind: f"lattice_{kind}" for kind in KINDS},
-    "arm": "lattice",
-}
-# FALLBACK: plan.py's present import, until it calls `lattice_studies(cfg)`
-STUDIES = _FALLBACK["experiments"]
 TARGET = 0.99  # the recall a capacity counts
 ZOOM_ABOVE = 0.8  # a panel whose every accuracy is above this shows only their range
 SPLITS = ("accuracy_updated", "accuracy_untouched")
@@ -46,7 +39,7 @@ SPLITS = ("accuracy_updated", "accuracy_untouched")
 
 def _block(cfg: dict[str, Any]) -> dict[str, Any]:
     """The config's ``lattice`` block ({} where it has none: no lattice report)."""
-    return cfg.get("lattice") or _FALLBACK  # FALLBACK: `or {}` once config.yaml has it
+    return cfg.get("lattice") or {}
 
 
 def lattice_studies(cfg: dict[str, Any]) -> dict[str, str]:

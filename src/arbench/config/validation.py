@@ -1,19 +1,6 @@
-"""Load, validate and scale-resolve the pipeline config.
-
-`config.yaml` states the paper protocol; its `scale` key picks an entry of
-`scales`, whose `set` and `multiply` maps rewrite dotted key paths (a `*`
-segment matches every key at that level, e.g. every experiment). Validation is
-a JSON schema plus semantic checks, so a bad config fails before any job runs
-and names the offending key.
-
-An experiment may declare a `grid`: one setting (``task.pairs``, ``train.lr``, ...) taking
-each of a list of values. Every arm then runs at every value, as the *run arm*
-``<arm>-<leaf><value>`` (e.g. ``delta-pairs16``); `run_arms`, `point_of` and the
-``*_settings`` functions below are the one place that expansion is spelled out.
-
-Config files are read through `StrictLoader` (`load_yaml`, `read_config`): a key repeated in
-one mapping is an error naming both lines (PyYAML keeps the last silently), and ``3e-3`` is
-a number (YAML 1.1 reads it as a string).
+"""Validate a scale-resolved config: a JSON schema, then the checks a schema cannot express
+(every arm's cell builds, every option is declared and typed, grids, references, releases),
+so a bad config fails before any job runs, in one line naming the key.
 """
 
 from __future__ import annotations
@@ -22,229 +9,26 @@ import copy
 import dataclasses
 import functools
 import json
-import re
 import types
 import typing
-from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import jsonschema
-import yaml
 
-from arbench import frontier_arms
+from arbench.config.errors import ConfigError
+from arbench.experiment import (
+    BLOCKS,
+    EVAL_PREFIX,
+    block_of,
+    cell_options_of,
+    family_of,
+    grid_default,
+    runs_of,
+    value_label,
+)
 
-ROOT = Path(__file__).resolve().parents[2]
-SCHEMA = ROOT / "schemas" / "config.schema.json"
-
-
-class ConfigError(ValueError):
-    """A config problem, in one line naming the key path, the value and what is allowed."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(" ".join(str(message).split()))
-
-
-# YAML 1.2's floats that YAML 1.1 (PyYAML) reads as strings: an exponent without a dot
-# (3e-3, 1E+5) or with a dot but an unsigned exponent (1.0e5)
-_FLOAT_12 = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$")
-
-
-class StrictLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, reading YAML 1.2 floats such as ``3e-3`` as numbers. Use it
-    through `load_yaml`, which also rejects a key repeated within one mapping."""
-
-
-StrictLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_12, list("-+0123456789."))
-
-
-def _check_duplicates(node: yaml.Node, source: str, where: str, seen: set[int]) -> None:
-    """Raise on a key set twice in one mapping of the composed YAML ``node`` (merge keys
-    ``<<`` aside: a key after a merge overrides the merged one on purpose)."""
-    if id(node) in seen:  # an alias: checked where its anchor is
-        return
-    seen.add(id(node))
-    if isinstance(node, yaml.MappingNode):
-        first: dict[str, int] = {}
-        for key_node, value_node in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                _check_duplicates(value_node, source, where, seen)
-                continue
-            key = str(key_node.value) if isinstance(key_node, yaml.ScalarNode) else "<key>"
-            here = f"{where}.{key}" if where else key
-            line = key_node.start_mark.line + 1
-            if key in first:
-                raise ConfigError(
-                    f"{source} line {line}: key {here} is set twice (first on line "
-                    f"{first[key]}); a key may appear once per mapping (the later one would "
-                    "silently replace the earlier)"
-                )
-            first[key] = line
-            _check_duplicates(value_node, source, here, seen)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            _check_duplicates(item, source, f"{where}[{i}]", seen)
-
-
-def load_yaml(path: str | Path) -> Any:
-    """A YAML file read through `StrictLoader`; a repeated key fails naming path and lines."""
-    loader = StrictLoader(Path(path).read_text())
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            return None
-        _check_duplicates(node, str(path), "", set())
-        return loader.construct_document(node)
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from None
-    finally:
-        loader.dispose()
-
-
-def _unshare(value: Any) -> Any:
-    """A copy of nested mappings and lists in which no two places share one object (an
-    anchor's copies), so a merge into one place never reaches another."""
-    if isinstance(value, Mapping):
-        return {k: _unshare(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_unshare(v) for v in value]
-    return value
-
-
-def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    """``over`` merged into ``base`` in place, mappings key by key (Snakemake's order)."""
-    for key, value in over.items():
-        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
-            _merge(base[key], value)
-        else:
-            base[key] = _unshare(value)
-    return base
-
-
-def _retype(value: Any) -> Any:
-    """A ``--config`` value with every string inside a mapping or list re-read as a YAML
-    scalar: Snakemake parses nested values with YAML's base loader, which leaves 4, 3e-3
-    and true as strings (top-level values it parses as numbers itself)."""
-    if isinstance(value, Mapping):
-        return {k: _retype(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_retype(v) for v in value]
-    if isinstance(value, str):
-        try:
-            scalar = yaml.load(value, StrictLoader)  # noqa: S506 (a safe loader)
-        except yaml.YAMLError:
-            return value
-        return value if isinstance(scalar, dict | list) or scalar is None else scalar
-    return value
-
-
-def _mismatch(ours: Any, theirs: Any, where: str) -> str | None:
-    """The first key path where the strict read ``ours`` and a plain read ``theirs`` disagree
-    (a string of theirs that reads as our scalar, such as '3e-3', agrees), or None."""
-    if isinstance(ours, Mapping) and isinstance(theirs, Mapping):
-        for key in sorted(set(ours) | set(theirs), key=str):
-            here = f"{where}.{key}" if where else str(key)
-            if key not in ours or key not in theirs:
-                return here
-            found = _mismatch(ours[key], theirs[key], here)
-            if found:
-                return found
-        return None
-    if isinstance(ours, list) and isinstance(theirs, list):
-        if len(ours) != len(theirs):
-            return where
-        for i, (a, b) in enumerate(zip(ours, theirs, strict=True)):
-            found = _mismatch(a, b, f"{where}[{i}]")
-            if found:
-                return found
-        return None
-    if ours == theirs or (isinstance(theirs, str) and _retype(theirs) == ours):
-        return None
-    return where or "<root>"
-
-
-def read_config(
-    files: Iterable[str | Path],
-    overrides: Mapping[str, Any] | None = None,
-    expected: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The config as the workflow sees it, read strictly: each file in order (each one's keys
-    merged over the previous ones', as Snakemake merges ``configfile:`` and ``--configfile``),
-    then ``overrides`` (``--config key=value``). ``expected``, the config Snakemake loaded
-    itself, must agree key for key (numbers it read as strings aside), so the strict read
-    can never run a different config than the one Snakemake reports."""
-    files = list(files)
-    cfg: dict[str, Any] = {}
-    for path in files:
-        data = load_yaml(path)
-        if not isinstance(data, dict):
-            raise ConfigError(f"{path}: the config must be a mapping, got {type(data).__name__}")
-        _merge(cfg, _unshare(data))  # Snakemake's merge edits one copy of an anchor, not all
-    for key, value in (overrides or {}).items():
-        _merge(cfg, {key: _retype(value) if isinstance(value, Mapping | list) else value})
-    if expected is not None:
-        where = _mismatch(cfg, expected, "")
-        if where:
-            raise ConfigError(
-                f"config key {where}: the strict read of {[str(f) for f in files]} differs "
-                "from Snakemake's own; use plain YAML (no templates) in config files"
-            )
-    return cfg
-
-
-def _paths(
-    tree: dict[str, Any], dotted: str, where: str = "scale path"
-) -> list[tuple[dict[str, Any], str, str]]:
-    """Expand a dotted path with `*` wildcards into (parent dict, key, concrete path); a
-    missing key fails naming ``where`` (the scale rule), the key and the keys there."""
-    parts = dotted.split(".")
-    found: list[tuple[dict[str, Any], str, str]] = [(tree, "", "")]
-    for i, part in enumerate(parts):
-        last = i == len(parts) - 1
-        nxt = []
-        for node, _, prefix in found:
-            if not isinstance(node, dict):
-                raise ConfigError(f"{where} {dotted!r}: {prefix or '<root>'} is not a mapping")
-            keys = list(node) if part == "*" else [part]
-            for k in keys:
-                here = f"{prefix}.{k}" if prefix else k
-                if k not in node:
-                    raise ConfigError(
-                        f"{where} {dotted!r}: no key {here!r} (a scale rewrites existing "
-                        f"keys only); {prefix or '<root>'} has {sorted(node)}"
-                    )
-                nxt.append((node, k, here) if last else (node[k], k, here))
-        found = nxt
-    return found
-
-
-def dealias(config: dict[str, Any]) -> dict[str, Any]:
-    """A copy in which no two keys share one object. YAML anchors (``*mqar_train``) load as
-    one shared dict, and a scale rewrite of one experiment must not reach the others."""
-    return json.loads(json.dumps(config))
-
-
-def apply_scale(config: dict[str, Any]) -> dict[str, Any]:
-    """Return an unaliased copy of ``config`` with its chosen scale's rewrites applied."""
-    cfg = dealias(config)
-    scale = cfg.get("scale", "paper")
-    scales = cfg.get("scales", {})
-    if scale not in scales:
-        raise ConfigError(f"scale: {scale!r} is not one of {sorted(scales)}")
-    rules = scales[scale] or {}
-    for dotted, factor in (rules.get("multiply") or {}).items():
-        for parent, key, here in _paths(cfg, dotted, f"scales.{scale}.multiply"):
-            old = parent[key]
-            if not isinstance(old, int | float) or isinstance(old, bool):
-                raise ConfigError(
-                    f"scales.{scale}.multiply {dotted!r}: {here} is {old!r}, not a number"
-                )
-            new = old * factor
-            parent[key] = max(1, round(new)) if isinstance(old, int) else new
-    for dotted, value in (rules.get("set") or {}).items():
-        for parent, key, _ in _paths(cfg, dotted, f"scales.{scale}.set"):
-            parent[key] = copy.deepcopy(value)
-    return cfg
+SCHEMA = Path(__file__).resolve().parents[3] / "schemas" / "config.schema.json"
 
 
 def _schema_error(errors: list[Any], prefix: str = "") -> ConfigError | None:
@@ -488,12 +272,6 @@ def _build_error(settings: dict[str, Any]) -> str | None:
     return _BUILT[key]
 
 
-def family_of(exp: dict[str, Any], arm: str) -> str:
-    """The model family an arm builds (`arbench.models.families`): its model block's
-    ``family`` over the experiment's, ``lm`` when neither names one."""
-    return {**exp["model"], **exp["arms"][arm].get("model", {})}.get("family", "lm")
-
-
 def _check_family_arm(where: str, exp: dict[str, Any], arm: str) -> None:
     """An arm of another model family than ``lm``: no cell, and every key of its model (the
     block's and the arm's own) is a field of the family's model configuration, which must
@@ -506,10 +284,10 @@ def _check_family_arm(where: str, exp: dict[str, Any], arm: str) -> None:
     if "cell" in spec:
         raise ConfigError(f"{here}.cell: a model of family {family!r} takes no cell")
     fields = families.fields_of(family)
-    for run_arm, (own, _) in grid_points(exp).items():
-        if own != arm:
+    for run in runs_of(where, exp):
+        if run.arm != arm:
             continue
-        settings = model_settings(exp, run_arm)
+        run_arm, settings = run.name, run.model
         for key in settings:
             if key not in fields:
                 origin = here if key in spec else f"{where}.model"
@@ -559,10 +337,10 @@ def _check_arm(where: str, exp: dict[str, Any], arm: str) -> None:
             )
         _check_type(f"{origin}.{key}", value, hints.get(key), f"cell {cell!r}")
     if CELLS[cell].unavailable_reason() is None:  # an unavailable cell is skipped, not built
-        for run_arm, (own, value) in grid_points(exp).items():
-            if own != arm:
+        for run in runs_of(where, exp):
+            if run.arm != arm:
                 continue
-            settings = model_settings(exp, run_arm)
+            run_arm, value, settings = run.name, run.value, run.model
             error = _build_error(settings)
             if error:
                 gridded = value is not None and exp["grid"]["key"].startswith("model.")
@@ -592,10 +370,10 @@ def _check_reference(where: str, ref: dict[str, str], cfg: dict[str, Any]) -> No
         raise ConfigError(
             f"{where}.experiment: {ref['experiment']!r} not one of {sorted(cfg['experiments'])}"
         )
-    if ref["arm"] not in grid_points(exp):
+    names = [run.name for run in runs_of(ref["experiment"], exp)]
+    if ref["arm"] not in names:
         raise ConfigError(
-            f"{where}.arm: {ref['arm']!r} is not a run arm of {ref['experiment']}; "
-            f"known: {run_arms(exp)}"
+            f"{where}.arm: {ref['arm']!r} is not a run arm of {ref['experiment']}; known: {names}"
         )
 
 
@@ -648,9 +426,10 @@ def _check_run_blocks(where: str, exp: dict[str, Any], validators: dict[str, Any
     if grid is None:
         return
     first, *rest = grid["key"].split(".")
-    for run_arm, (_, value) in grid_points(exp).items():
+    for run in runs_of(where, exp):
+        run_arm, value = run.name, run.value
         bad = f"{where}.grid.values: {value!r} for {grid['key']}"
-        block = settings_block(exp, first, run_arm)
+        block = block_of(exp, first, run.arm, value)
         if first == "task":
             declared = _task_declaration(_task_of(f"{where}.task", block))
             if declared is not None and len(rest) == 1:
@@ -704,21 +483,20 @@ def semantic_checks(cfg: dict[str, Any]) -> None:
         if exp.get("grid"):
             _check_grid(where, exp)
             _check_run_blocks(where, exp, validators)
-        points = grid_points(exp)
-        for run_arm, (_, value) in points.items():
+        for run in runs_of(name, exp):
+            value = run.value
             at = "" if value is None else f" (grid {exp['grid']['key']}={value_label(value)})"
             try:
-                task = build_task(task_settings(exp, run_arm))
+                task = build_task(run.task)
             except (ValueError, KeyError, TypeError) as e:
                 raise ConfigError(f"{where}.task{at}: {e}") from e
-            tr = train_settings(exp, run_arm)
+            tr = run.train
             if tr["warmup"] >= tr["steps"]:
                 raise ConfigError(
                     f"{where}.train.warmup={tr['warmup']} must be < steps={tr['steps']}{at}"
                 )
-            _check_signals(f"{where} (run arm {run_arm})", task, tr)
-            spec = exp["arms"][points[run_arm][0]]
-            _check_spread(f"{where} (run arm {run_arm})", task, tr, spec)
+            _check_signals(f"{where} (run arm {run.name})", task, tr)
+            _check_spread(f"{where} (run arm {run.name})", task, tr, run.spec)
         for arm in exp["arms"]:
             _check_arm(where, exp, arm)
         for i, c in enumerate(exp.get("contrasts", [])):
@@ -771,155 +549,3 @@ def validate(cfg: dict[str, Any]) -> None:
     err = _schema_error(list(jsonschema.Draft202012Validator(_schema()).iter_errors(cfg)))
     if err:
         raise err
-
-
-def resolve(config: dict[str, Any]) -> dict[str, Any]:
-    """Validate the raw config, apply its scale, and check the result."""
-    config = dealias(config)
-    validate(config)
-    cfg = apply_scale(config)
-    scale = cfg.get("scale", "paper")
-    try:
-        frontier_arms.expand_all(cfg)
-    except frontier_arms.FrontierError as e:
-        raise ConfigError(str(e)) from None
-    rewrites = any((cfg["scales"][scale] or {}).values())
-    try:
-        validate(cfg)
-    except ConfigError as e:  # the config as written passed: a scale rule set this value
-        raise ConfigError(f"{e} (as rewritten by scales.{scale})") from None
-    try:
-        for name, block in cfg.get("releases", {}).items():
-            _check_release(name, block)
-        merge_releases(cfg)
-        semantic_checks(cfg)
-    except ConfigError as e:
-        raise ConfigError(f"{e} (at scale {scale})" if rewrites else str(e)) from None
-    skip_unavailable(cfg)
-    return cfg
-
-
-def load(path: str | Path = ROOT / "config.yaml", **overrides: Any) -> dict[str, Any]:
-    """Read a YAML config, apply top-level overrides (e.g. scale) and resolve it."""
-    raw = yaml.safe_load(Path(path).read_text())
-    raw.update(overrides)
-    return resolve(raw)
-
-
-EVAL_PREFIX = "eval_"  # an arm's keys with this prefix are options of the task's evaluator
-# The settings blocks of an experiment: a grid key points into one of them, and an arm may
-# change settings of each (``train: {curriculum: ...}``, ``task: {layout: shifting}``,
-# ``model: {layers: 1}``), each key replacing the experiment block's own.
-BLOCKS = ("task", "model", "train")
-
-
-def value_label(value: Any) -> str:
-    """A grid value as it appears in a run arm's name: 16, 0.006, 1e-05."""
-    return f"{value:g}" if isinstance(value, float) else str(value)
-
-
-def point_label(exp: dict[str, Any], value: Any) -> str:
-    """A grid value as it names a run arm or a dataset: the key's leaf and the value
-    (``pairs16``, ``lr0.006``)."""
-    return f"{exp['grid']['key'].split('.')[-1]}{value_label(value)}"
-
-
-def run_arm_name(exp: dict[str, Any], arm: str, value: Any) -> str:
-    """The run arm of ``arm`` at grid value ``value``: ``<arm>-<leaf><value>``, or the arm
-    itself without a grid (value None)."""
-    return arm if value is None else f"{arm}-{point_label(exp, value)}"
-
-
-def grid_points(exp: dict[str, Any]) -> dict[str, tuple[str, Any]]:
-    """Every run arm of an experiment (arm-major, in config order) -> (its arm, its grid
-    value); without a grid each arm is its own run arm, at value None."""
-    values = exp["grid"]["values"] if exp.get("grid") else [None]
-    return {run_arm_name(exp, arm, v): (arm, v) for arm in exp["arms"] for v in values}
-
-
-def run_arms(exp: dict[str, Any]) -> list[str]:
-    """The run arms of an experiment: one per (arm, grid value)."""
-    return list(grid_points(exp))
-
-
-def point_of(exp: dict[str, Any], run_arm: str) -> tuple[str, Any]:
-    """(arm, grid value) of a run arm; a KeyError names the known run arms."""
-    points = grid_points(exp)
-    if run_arm not in points:
-        raise KeyError(f"{run_arm!r} is not a run arm; known: {sorted(points)}")
-    return points[run_arm]
-
-
-def grid_default(exp: dict[str, Any]) -> Any:
-    """The value the experiment's own block gives the grid key (the shared default)."""
-    path = exp["grid"]["key"].split(".")
-    node: Any = exp
-    for part in path:
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return node
-
-
-def settings_block(exp: dict[str, Any], block: str, run_arm: str) -> dict[str, Any]:
-    """The experiment's ``block`` ("task", "model" or "train") as one run arm sees it: the
-    arm's own settings for the block (`BLOCKS`) over the experiment's, then the grid key,
-    where it points into this block, set to the run arm's value."""
-    arm, value = point_of(exp, run_arm)
-    out = copy.deepcopy({**exp[block], **exp["arms"][arm].get(block, {})})
-    grid = exp.get("grid")
-    if grid is not None:
-        first, *middle, leaf = grid["key"].split(".")
-        if first == block:
-            node = out
-            for part in middle:
-                node = node.setdefault(part, {})
-            node[leaf] = value
-    return out
-
-
-def task_settings(exp: dict[str, Any], run_arm: str) -> dict[str, Any]:
-    """The task block a run arm trains and is evaluated on."""
-    return settings_block(exp, "task", run_arm)
-
-
-def train_settings(exp: dict[str, Any], run_arm: str) -> dict[str, Any]:
-    """The train block a run arm trains with."""
-    return settings_block(exp, "train", run_arm)
-
-
-def cell_options_of(spec: dict[str, Any]) -> dict[str, Any]:
-    """An arm's cell options: its keys other than ``cell``, the ``eval_`` ones and its
-    block overrides (`BLOCKS`)."""
-    return {
-        k: v
-        for k, v in spec.items()
-        if k != "cell" and k not in BLOCKS and not k.startswith(EVAL_PREFIX)
-    }
-
-
-def eval_options(exp: dict[str, Any], run_arm: str) -> dict[str, Any]:
-    """A run arm's evaluation options: the experiment's eval block (its `examples` aside)
-    under the arm's keys prefixed `eval_` (prefix removed)."""
-    spec = exp["arms"][point_of(exp, run_arm)[0]]
-    shared = {k: v for k, v in exp["eval"].items() if k != "examples"}
-    own = {k[len(EVAL_PREFIX) :]: v for k, v in spec.items() if k.startswith(EVAL_PREFIX)}
-    return {**shared, **own}
-
-
-def model_settings(exp: dict[str, Any], run_arm: str) -> dict[str, Any]:
-    """One run arm's model: the backbone from the experiment, the cell and its knobs from the
-    arm (the `ModelConfig` fields but the vocabulary, which the task sets)."""
-    m = settings_block(exp, "model", run_arm)
-    spec = exp["arms"][point_of(exp, run_arm)[0]]
-    if m.get("family", "lm") != "lm":
-        # another family's model is its configuration's fields: the block, then the arm's
-        return {**m, **cell_options_of(spec)}
-    return {
-        "d_model": m["d_model"],
-        "layers": m["layers"],
-        "mlp_ratio": m.get("mlp_ratio", 4),
-        "cell": spec["cell"],
-        "cell_options": {**m.get("cell_options", {}), **cell_options_of(spec)},
-        **{k: m[k] for k in ("embed_std", "tied_embeddings") if k in m},
-    }

@@ -1,0 +1,119 @@
+"""The pipeline config: read strictly (`loading`), scale-rewritten (`scales`), validated
+(`validation`), in that order, by `resolve`.
+
+`resolve` checks every scale's rewrites whichever scale is planned, so a typo inside another
+scale's overrides fails a paper-scale plan too. What the resolved experiments expand into
+(run arms, datasets, shared runs) is `arbench.experiment`'s job.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from arbench import frontier_arms
+from arbench.config.errors import ConfigError
+from arbench.config.loading import StrictLoader, dealias, load_yaml, read_config
+from arbench.config.scales import apply_scale, mark_path_only
+from arbench.config.validation import (
+    SCHEMA,
+    merge_releases,
+    semantic_checks,
+    skip_unavailable,
+    validate,
+)
+from arbench.config.validation import _check_release as check_release
+
+ROOT = Path(__file__).resolve().parents[3]
+
+__all__ = [
+    "ROOT",
+    "SCHEMA",
+    "ConfigError",
+    "StrictLoader",
+    "apply_scale",
+    "dealias",
+    "load",
+    "load_yaml",
+    "merge_releases",
+    "read_config",
+    "resolve",
+    "semantic_checks",
+    "skip_unavailable",
+    "validate",
+]
+
+
+def _check_studies(cfg: dict[str, Any]) -> None:
+    """Every experiment a study lists is one the config defines."""
+    for study, names in (cfg.get("studies") or {}).items():
+        for i, name in enumerate(names):
+            if name not in cfg["experiments"]:
+                raise ConfigError(
+                    f"studies.{study}[{i}]: {name!r} is not an experiment; "
+                    f"known: {sorted(cfg['experiments'])}"
+                )
+
+
+def _resolve_scale(config: dict[str, Any]) -> dict[str, Any]:
+    """Apply the config's own scale to a schema-valid raw config and check the result."""
+    cfg = apply_scale(config)
+    scale = cfg.get("scale", "paper")
+    try:
+        frontier_arms.expand_all(cfg)
+    except frontier_arms.FrontierError as e:
+        raise ConfigError(str(e)) from None
+    rewrites = any((cfg["scales"][scale] or {}).values())
+    try:
+        validate(cfg)
+    except ConfigError as e:  # the config as written passed: a scale rule set this value
+        raise ConfigError(f"{e} (as rewritten by scales.{scale})") from None
+    try:
+        for name, block in cfg.get("releases", {}).items():
+            check_release(name, block)
+        merge_releases(cfg)
+        semantic_checks(cfg)
+        _check_studies(cfg)
+        mark_path_only(cfg)
+    except ConfigError as e:
+        raise ConfigError(f"{e} (at scale {scale})" if rewrites else str(e)) from None
+    skip_unavailable(cfg)
+    return cfg
+
+
+@functools.lru_cache(maxsize=64)
+def _other_scale_error(raw: str, scale: str) -> str | None:
+    """Why ``scale``'s rewrites of the raw config (JSON) fail, or None; cached, since one
+    process resolves the same config many times."""
+    try:
+        _resolve_scale({**json.loads(raw), "scale": scale})
+    except ConfigError as e:
+        return str(e)
+    return None
+
+
+def resolve(config: dict[str, Any]) -> dict[str, Any]:
+    """Validate the raw config, apply its scale, and check the result; then check that every
+    other scale's rewrites resolve too (an error names that scale)."""
+    config = dealias(config)
+    validate(config)
+    cfg = _resolve_scale(config)
+    raw = json.dumps(config, sort_keys=True)
+    for other in config["scales"]:
+        if other == cfg.get("scale", "paper"):
+            continue
+        error = _other_scale_error(raw, other)
+        if error:
+            raise ConfigError(f"scales.{other}: {error} (checked while planning every scale)")
+    return cfg
+
+
+def load(path: str | Path = ROOT / "config.yaml", **overrides: Any) -> dict[str, Any]:
+    """Read a YAML config, apply top-level overrides (e.g. scale) and resolve it."""
+    raw = yaml.safe_load(Path(path).read_text())
+    raw.update(overrides)
+    return resolve(raw)

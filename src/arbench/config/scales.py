@@ -1,0 +1,84 @@
+"""Apply a scale's rewrites to the paper protocol.
+
+`config.yaml` states the paper protocol; its `scale` key picks an entry of `scales`, whose
+`set` and `multiply` maps rewrite dotted key paths (a `*` segment matches every key at that
+level, e.g. every experiment), and whose `measures` list (where present) names the
+experiments whose numbers the scale measures: every other one runs only to exercise its path
+and is marked ``path_only``.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from arbench.config.errors import ConfigError
+from arbench.config.loading import dealias
+
+
+def _paths(
+    tree: dict[str, Any], dotted: str, where: str = "scale path"
+) -> list[tuple[dict[str, Any], str, str]]:
+    """Expand a dotted path with `*` wildcards into (parent dict, key, concrete path); a
+    missing key fails naming ``where`` (the scale rule), the key and the keys there."""
+    parts = dotted.split(".")
+    found: list[tuple[dict[str, Any], str, str]] = [(tree, "", "")]
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        nxt = []
+        for node, _, prefix in found:
+            if not isinstance(node, dict):
+                raise ConfigError(f"{where} {dotted!r}: {prefix or '<root>'} is not a mapping")
+            keys = list(node) if part == "*" else [part]
+            for k in keys:
+                here = f"{prefix}.{k}" if prefix else k
+                if k not in node:
+                    raise ConfigError(
+                        f"{where} {dotted!r}: no key {here!r} (a scale rewrites existing "
+                        f"keys only); {prefix or '<root>'} has {sorted(node)}"
+                    )
+                nxt.append((node, k, here) if last else (node[k], k, here))
+        found = nxt
+    return found
+
+
+def apply_scale(config: dict[str, Any]) -> dict[str, Any]:
+    """Return an unaliased copy of ``config`` with its chosen scale's rewrites applied."""
+    cfg = dealias(config)
+    scale = cfg.get("scale", "paper")
+    scales = cfg.get("scales", {})
+    if scale not in scales:
+        raise ConfigError(f"scale: {scale!r} is not one of {sorted(scales)}")
+    rules = scales[scale] or {}
+    for dotted, factor in (rules.get("multiply") or {}).items():
+        for parent, key, here in _paths(cfg, dotted, f"scales.{scale}.multiply"):
+            old = parent[key]
+            if not isinstance(old, int | float) or isinstance(old, bool):
+                raise ConfigError(
+                    f"scales.{scale}.multiply {dotted!r}: {here} is {old!r}, not a number"
+                )
+            new = old * factor
+            parent[key] = max(1, round(new)) if isinstance(old, int) else new
+    for dotted, value in (rules.get("set") or {}).items():
+        for parent, key, _ in _paths(cfg, dotted, f"scales.{scale}.set"):
+            parent[key] = copy.deepcopy(value)
+    return cfg
+
+
+def mark_path_only(cfg: dict[str, Any]) -> None:
+    """Mark, in place, every experiment the chosen scale does not measure (``path_only``):
+    a scale with a ``measures`` list runs the others only to exercise their path, so their
+    claims read "not run at this scale". A name the list gives must be an experiment."""
+    scale = cfg.get("scale", "paper")
+    measures = (cfg["scales"][scale] or {}).get("measures")
+    if measures is None:
+        return
+    unknown = sorted(set(measures) - set(cfg["experiments"]))
+    if unknown:
+        raise ConfigError(
+            f"scales.{scale}.measures: {unknown[0]!r} is not an experiment; "
+            f"known: {sorted(cfg['experiments'])}"
+        )
+    for name, exp in cfg["experiments"].items():
+        if name not in measures:
+            exp["path_only"] = True
