@@ -1,7 +1,8 @@
 """Every generated LaTeX file compiles: each table template rendered from small synthetic
 stats, the claims table, the tables a run left under results/*/tables/, and the paper (its
 frame paper/main.tex around a generated body). Each table is compiled inside a minimal
-document that loads booktabs and nothing else; without pdflatex the tests skip, saying so."""
+document that loads booktabs and nothing else. pdflatex is installed first where it can be
+(as root with apt-get: tests/conftest.py `compile_tex`); elsewhere the tests skip, saying why."""
 
 from __future__ import annotations
 
@@ -85,7 +86,11 @@ def test_the_claims_table_compiles_and_fits_the_page(tmp_path: Path, compile_tex
     assert "Overfull \\hbox" not in log, "the claims table is wider than the page"
 
 
-@pytest.mark.skipif(not RESULT_TABLES, reason="no tables under results/*/tables/ (no run yet)")
+@pytest.mark.skipif(
+    not RESULT_TABLES,
+    reason="no tables under results/*/tables/ (no run in this checkout; the smoke run's "
+    "tables compile in tests/workflow/test_pipeline.py)",
+)
 @pytest.mark.parametrize(
     "path", RESULT_TABLES, ids=[str(p.relative_to(ROOT)) for p in RESULT_TABLES]
 )

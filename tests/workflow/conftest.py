@@ -30,13 +30,23 @@ COPY = [
 ]
 
 
-def run_snakemake(*args: str, cwd: Path = ROOT, timeout: int = 1800) -> subprocess.CompletedProcess:
-    """Run this environment's snakemake with ``args`` in ``cwd``. The timeout guards against a
-    hang, not the budget: beside a demo run the smoke DAG went past 900 s."""
+# Snakemake's scheduler re-plans on a threading.Timer of its rate limiter's timespan, and that
+# timer is not a daemon thread: a finished `snakemake` lives on until it fires. With the
+# workflow profile's 100/10s (profiles/default/config.yaml) every real run ends up to 10 s
+# after its last job, which the tests' many short runs would pay each time; they use
+# Snakemake's own default timespan instead (the session's smoke run keeps the profile's).
+QUICK_EXIT = ("--max-jobs-per-timespan", "100/1s")
+
+
+def run_snakemake(
+    *args: str, cwd: Path = ROOT, timeout: int = 1800, quick_exit: bool = True
+) -> subprocess.CompletedProcess:
+    """Run this environment's snakemake with ``args`` in ``cwd`` (with `QUICK_EXIT` unless
+    ``quick_exit`` is false). The timeout guards against a hang, not the budget: beside a demo
+    run the smoke DAG went past 900 s."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return subprocess.run(
-        [SNAKEMAKE, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env
-    )
+    cmd = [SNAKEMAKE, *(QUICK_EXIT if quick_exit else ()), *args]
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
 SMOKE = "results/smoke"  # where a --config scale=smoke run writes
@@ -59,7 +69,7 @@ def copy_workflow(dest: Path) -> Path:
 def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A finished smoke-scale run of the whole DAG (its folder)."""
     work = copy_workflow(tmp_path_factory.mktemp("pipeline"))
-    proc = run_snakemake("--cores", "2", "--config", "scale=smoke", cwd=work)
+    proc = run_snakemake("--cores", "2", "--config", "scale=smoke", cwd=work, quick_exit=False)
     assert proc.returncode == 0, proc.stderr[-5000:]
     return work
 

@@ -22,6 +22,36 @@ def test_paper_dry_run_plans_every_training_job(sm) -> None:
     assert int(counts["evaluate"]) == int(counts["train"])
 
 
+def test_the_smoke_dag_runs_every_rule_and_path_in_few_jobs(sm) -> None:
+    """The smoke scale exists to run every rule and code path, not every arm (config.yaml
+    scales.smoke cuts arms and grid values): its forced dry run plans jobs of every rule but
+    `paper` (make paper, which needs LaTeX), its experiments cover every report layout, task
+    and model family of the paper scale, and its training and evaluation stay within the
+    test budget (`make test` within 12 minutes on 2 cores)."""
+    from arbench import config
+    from arbench.plan import Plan
+
+    rules = sm("--list-rules", "--config", "scale=smoke")
+    proc = sm("-n", "--forceall", "--cores", "2", "--config", "scale=smoke")
+    assert rules.returncode == proc.returncode == 0, proc.stderr[-3000:]
+    counts = {r: int(n) for r, n in re.findall(r"^(\w+)\s+(\d+)$", proc.stdout, flags=re.M)}
+    assert set(rules.stdout.split()) - {"paper"} == set(counts) - {"total"}, counts
+    # 64 trainings, 77 evaluations, 263 jobs on a machine without mamba_ssm (its fused arms
+    # skipped); 84, 96 and 312 before the cut
+    assert counts["train"] <= 70 and counts["evaluate"] <= 85 and counts["total"] <= 275, counts
+
+    def shape(scale: str) -> dict[str, set[str]]:
+        plan = Plan(config.load(ROOT / "config.yaml", scale=scale))
+        exps = plan.experiments
+        return {
+            "layouts": {plan.layout(e) for e in exps},
+            "tasks": {exps[e]["task"]["name"] for e in exps},
+            "families": {exps[e]["model"].get("family", "lm") for e in exps},
+        }
+
+    assert shape("smoke") == shape("paper")
+
+
 def test_bad_config_fails_before_any_job(sm) -> None:
     proc = sm("-n", "--cores", "1", "--config", "scale=huge")
     assert proc.returncode != 0
@@ -67,6 +97,25 @@ def test_smoke_pipeline_builds_the_other_artifacts(smoke_run: Path) -> None:
     assert report["failed_examples"] == 0
     assert (smoke_run / SMOKE / "tables/passkey_swar.tex").stat().st_size > 500
     assert (smoke_run / SMOKE / "figures/passkey_swar.png").stat().st_size > 1000
+
+
+def test_every_table_the_smoke_run_writes_compiles(
+    smoke_run: Path, tmp_path: Path, compile_tex
+) -> None:
+    """Each table the run generated, compiled in a minimal booktabs document (as
+    tests/report/test_latex.py compiles a checkout's own results/, where it has any): the
+    generated LaTeX itself, not only the templates, compiles on every test run."""
+    from arbench import config
+    from arbench.plan import Plan
+
+    plan = Plan(config.load(smoke_run / "config.yaml", scale="smoke"))
+    planned = sorted(t for t in plan.targets() if t.startswith(f"{SMOKE}/tables/"))
+    written = sorted(
+        str(p.relative_to(smoke_run)) for p in (smoke_run / SMOKE).glob("tables/*.tex")
+    )
+    assert written == planned and len(planned) >= 20, written
+    for rel in written:
+        compile_tex((smoke_run / rel).read_text(), tmp_path, Path(rel).stem)
 
 
 def test_lints_are_clean(sm) -> None:

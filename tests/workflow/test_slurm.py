@@ -1,6 +1,7 @@
 """SLURM as a tested path (profiles/slurm): the sbatch call the executor plugin builds for a
-paper-scale training job, the evaluation runtimes the rules ask for, and a real run of the
-smoke factorial on a single-node SLURM (tools/local_slurm.py) that must equal a local run."""
+paper-scale training job, the evaluation runtimes the rules ask for, and a real run of one
+smoke experiment's training chain on a single-node SLURM (tools/local_slurm.py) that must
+equal a local run."""
 
 from __future__ import annotations
 
@@ -21,8 +22,15 @@ from arbench.plan import Plan
 ROOT = Path(__file__).resolve().parents[2]
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 TOOL = ROOT / "tools" / "local_slurm.py"
-TABLE = "results/smoke/tables/factorial.tex"
+# one training chain, its stats and table: the smoke lattice_forgetting block has one run.
+# Its held-out set and oracle check are built locally first (script jobs like the others; each
+# sbatch job costs about 13 s of scheduling and of the two Snakemake starts inside it), so the
+# cluster runs the training and the evaluation
+CHAIN = "lattice_forgetting"
+TABLE = f"results/smoke/tables/{CHAIN}.tex"
+QUEUED = ("train", "evaluate")  # the rules sbatch runs here
 PASSKEY = "results/tables/passkey_swar.tex"  # paper scale
+SMOKE = ("--config", "scale=smoke")
 # the one field of an eval record that is a measurement, not a result
 WALL = re.compile(rb'("train_wall_time_s": )[-0-9.e+]+')
 
@@ -37,8 +45,9 @@ FAIL = "#!/bin/sh\nexit 1\n"
 
 
 def snakemake(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: int = 600):
+    """A snakemake run, without the workflow profile's 10 s exit wait (conftest.QUICK_EXIT)."""
     return subprocess.run(
-        [SNAKEMAKE, *args],
+        [SNAKEMAKE, "--max-jobs-per-timespan", "100/1s", *args],
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -73,6 +82,8 @@ def test_paper_training_job_asks_slurm_for_a_gpu(tmp_path: Path, workflow_copy) 
     record = tmp_path / "sbatch.args"
     env = fake_slurm(tmp_path / "bin", record)
     args = ("--profile", "profiles/slurm", "--allowed-rules", "train", "--retries", "0", target)
+    # the refused submission ends the run at the first status check, not the profile's 20 s
+    args = ("--slurm-init-seconds-before-status-checks", "1", *args)
     proc = snakemake(*args, cwd=work, env=env, timeout=300)
     assert record.exists(), proc.stderr[-3000:]
     call = record.read_text().splitlines()
@@ -124,7 +135,7 @@ def tool(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture
-def local_slurm():
+def local_slurm(apt_lock):
     """A running single-node SLURM, torn down afterwards (left as found when it was
     already up); the teardown is checked to leave no daemon, conf or state behind."""
     reason = _skip_reason()
@@ -133,7 +144,8 @@ def local_slurm():
     if tool("status").returncode == 0:
         yield "already up"
         return
-    proc = tool("install")
+    with apt_lock():  # `install` runs apt-get where SLURM is missing
+        proc = tool("install")
     assert proc.returncode == 0, proc.stderr
     state = Path(os.environ.get("ARBENCH_SLURM_STATE", "/var/lib/arbench-slurm"))
     try:
@@ -155,35 +167,45 @@ def _same(a: Path, b: Path) -> bool:
     return WALL.sub(rb"\1_", a.read_bytes()) == WALL.sub(rb"\1_", b.read_bytes())
 
 
-def test_smoke_factorial_on_slurm_equals_a_local_run(
+def test_a_smoke_training_chain_on_slurm_equals_a_local_run(
     local_slurm, smoke_run: Path, tmp_path: Path, workflow_copy
 ) -> None:
-    """The smoke factorial through --profile profiles/slurm on a real single-node SLURM:
-    every training and evaluation is an sbatch job, stats and table run locally, and the
-    table, the eval records it reads and the models equal the local run's."""
+    """One smoke experiment's table through --profile profiles/slurm on a real single-node
+    SLURM, its held-out data built locally first: every training and evaluation is an sbatch
+    job, stats and table run locally, and the table, the eval records it reads and the
+    models equal the local run's."""
     work = workflow_copy(tmp_path / "wf")
+    data = snakemake("--cores", "2", TABLE, "--until", "validate_stream", *SMOKE, cwd=work)
+    assert data.returncode == 0, data.stderr[-3000:]
+    said = data.stdout + data.stderr
+    assert "rule validate_stream:" in said and "rule train:" not in said, said[-3000:]
     start = time.monotonic()
     proc = snakemake(
-        *("--profile", "profiles/slurm", "--config", "scale=smoke"),
-        *("--slurm-init-seconds-before-status-checks", "2", TABLE),
+        *("--profile", "profiles/slurm", "--slurm-init-seconds-before-status-checks", "2"),
+        *(TABLE, *SMOKE),
         cwd=work,
     )
     wall = time.monotonic() - start
     assert proc.returncode == 0, proc.stderr[-5000:]
     submitted = re.findall(r"submitted with SLURM jobid (\d+)", proc.stderr)
     planned = Plan(config.load(work / "config.yaml", scale="smoke"))
-    runs = len(planned.eval_files("factorial"))
-    # eval_set, validate_stream, and one training and one evaluation per run
-    assert len(submitted) == 2 + 2 * runs, proc.stderr[-3000:]
+    runs = len(planned.eval_files(CHAIN))
+    # the job table Snakemake printed: one training and one evaluation per run, each of them
+    # submitted, and nothing else but the local stats and table
+    table = proc.stderr.split("Job stats:", 1)[1].split("\n\n", 1)[0]
+    jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", table, flags=re.M))
+    assert set(jobs) - {"total"} == {*QUEUED, "stats", "table"}, jobs
+    assert int(jobs["train"]) == int(jobs["evaluate"]) == runs >= 1, jobs
+    assert len(submitted) == sum(int(jobs[r]) for r in QUEUED), proc.stderr[-3000:]
     assert re.search(r"localrule stats:", proc.stderr) and re.search(
         r"localrule table:", proc.stderr
     )
-    print(f"slurm smoke factorial: {len(submitted)} sbatch jobs, {wall:.0f} s wall")
+    print(f"slurm smoke {CHAIN}: {len(submitted)} sbatch jobs, {wall:.0f} s wall")
 
     assert (work / TABLE).read_bytes() == (smoke_run / TABLE).read_bytes()
-    for path in planned.eval_files("factorial"):
+    for path in planned.eval_files(CHAIN):
         assert _same(work / path, smoke_run / path), path
-    for path in planned.run_files("factorial", "model.pt"):
+    for path in planned.run_files(CHAIN, "model.pt"):
         assert (work / path).read_bytes() == (smoke_run / path).read_bytes(), path
 
 
