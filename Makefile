@@ -27,6 +27,13 @@ demo: $(STAMP)
 	@echo "demo results are in results/demo/: tables/ (LaTeX), figures/ (PDF, PNG), bench/,"
 	@echo "stats/ (JSON), runs/ and evals/ (per seed), datasets/; paper scale writes results/."
 
+# One study at the size worth showing on its own (the `study` scale, under results/study/):
+# make demo-kvbench, demo-wall, ... (`studies:` in config.yaml; times in docs/PROTOCOL.md)
+demo-%: $(STAMP)
+	$(BIN)/snakemake results/study/studies/$*.md --cores $(CORES) --config scale=study \
+	  --rerun-incomplete --printshellcmds
+	@echo "study $* is in results/study/: its index is results/study/studies/$*.md"
+
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
