@@ -73,8 +73,11 @@ def test_killed_run_resumes_to_identical_result(tmp_path: Path) -> None:
     assert proc.returncode == -9, proc.stderr.decode()[-2000:]
     ck = torch.load(victim / "checkpoint.pt", weights_only=True)
     assert ck["step"] == 10  # last checkpoint before the kill at step 12
+    stale = victim / ".checkpoint.pt.0123456789ab.tmp"  # a write the kill cut short
+    stale.write_bytes(b"partial")
     messages: list[str] = []
     resumed = _run(victim, progress=messages.append)
+    assert not stale.exists() and any("left by a process killed" in m for m in messages)
     assert resumed["resumed_from_step"] == 10
     assert any("resumed from checkpoint at step 10" in m for m in messages)
     assert resumed["scores"] == reference["scores"]

@@ -193,9 +193,18 @@ def _exclusive(run_dir: Path, say: Any):
             fcntl.flock(fd, fcntl.LOCK_EX)
         except OSError as err:
             say(f"cannot lock {run_dir} ({err}); training without a lock")
+        _remove_stale_temps(run_dir, say)
         yield
     finally:
         os.close(fd)  # releases the lock
+
+
+def _remove_stale_temps(run_dir: Path, say: Any) -> None:
+    """Delete the temp files (`arbench.io`'s ``.<name>.<hex>.tmp``) a killed writer left in
+    the run folder: with the folder's lock held no other process is writing them."""
+    for tmp in run_dir.glob(".*.tmp"):
+        say(f"removing {tmp.name}, left by a process killed while writing it")
+        tmp.unlink(missing_ok=True)
 
 
 def _save_checkpoint(
