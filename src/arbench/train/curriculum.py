@@ -24,10 +24,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from arbench.train.hooks import TrainHook
+from arbench.train.hooks import ScheduleHook
 
 if TYPE_CHECKING:
-    import torch
     from torch import nn
 
     from arbench.train.loop import TrainConfig
@@ -118,32 +117,15 @@ class Curriculum:
         self._window_n = int(state["n"])
 
 
-class CurriculumHook(TrainHook):
-    """``train.curriculum`` in the loop: sets each batch's ``gap``, observes its accuracy,
-    logs the gap and keeps the ramp's state in the checkpoint."""
+class CurriculumHook(ScheduleHook):
+    """``train.curriculum`` in the loop: each batch's ``gap`` from the ramp."""
 
     state_key = "curriculum"
-
-    def __init__(self, ramp: Curriculum) -> None:
-        self.ramp = ramp
-        self._gap: float | None = None  # the gap of the last batch drawn
+    field = "gap"
 
     @classmethod
     def from_train(cls, cfg: TrainConfig, model: nn.Module, seed: int) -> CurriculumHook | None:
         return None if cfg.curriculum is None else cls(Curriculum(cfg.curriculum, cfg.steps))
 
-    def signal(self, step: int) -> dict[str, Any]:
-        self._gap = self.ramp.gap(step)
-        return {"gap": self._gap}
-
-    def observe(self, step: int, accuracy: torch.Tensor) -> None:
-        self.ramp.observe(step, accuracy.item())
-
-    def metrics(self) -> dict[str, Any]:
-        return {"gap": self._gap}
-
-    def state(self) -> dict[str, float]:
-        return self.ramp.state()
-
-    def load_state(self, state: dict[str, float]) -> None:
-        self.ramp.load_state(state)
+    def value(self, step: int) -> float:
+        return self.schedule.gap(step)

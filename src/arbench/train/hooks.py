@@ -72,6 +72,38 @@ class TrainHook:
         """Restore what `state` returned (from a checkpoint)."""
 
 
+class ScheduleHook(TrainHook):
+    """A schedule that sets one `Signal` field per batch from its own state (`value`),
+    observes each batch's accuracy, logs the field and keeps its state in the checkpoint: the
+    curriculum's gap, the load schedule's bindings per batch."""
+
+    field: ClassVar[str]  # the Signal field (and metrics key) it sets
+
+    def __init__(self, schedule: Any) -> None:
+        self.schedule = schedule  # observe(step, acc), state(), load_state(state)
+        self._value: Any = None  # the value of the last batch drawn
+
+    def value(self, step: int) -> Any:
+        """The field's value for batch ``step``."""
+        raise NotImplementedError
+
+    def signal(self, step: int) -> dict[str, Any]:
+        self._value = self.value(step)
+        return {self.field: self._value}
+
+    def observe(self, step: int, accuracy: torch.Tensor) -> None:
+        self.schedule.observe(step, accuracy.item())
+
+    def metrics(self) -> dict[str, Any]:
+        return {self.field: self._value}
+
+    def state(self) -> Any:
+        return self.schedule.state()
+
+    def load_state(self, state: Any) -> None:
+        self.schedule.load_state(state)
+
+
 class DenseHook(TrainHook):
     """Dense supervision (``train.dense``): every batch asks the task to supervise every query."""
 

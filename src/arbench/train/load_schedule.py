@@ -21,10 +21,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from arbench.train.hooks import TrainHook
+from arbench.train.hooks import ScheduleHook
 
 if TYPE_CHECKING:
-    import torch
     from torch import nn
 
     from arbench.train.loop import TrainConfig
@@ -113,32 +112,15 @@ class LoadSchedule:
         self._window_n = int(state["n"])
 
 
-class LoadHook(TrainHook):
-    """``train.load`` in the loop: sets each batch's ``load``, observes its accuracy, logs the
-    load and keeps the schedule's state in the checkpoint."""
+class LoadHook(ScheduleHook):
+    """``train.load`` in the loop: each batch's ``load`` (bindings) from the schedule."""
 
     state_key = "load"
-
-    def __init__(self, rungs: LoadSchedule) -> None:
-        self.rungs = rungs
-        self._load: int | None = None  # the load of the last batch drawn
+    field = "load"
 
     @classmethod
     def from_train(cls, cfg: TrainConfig, model: nn.Module, seed: int) -> LoadHook | None:
         return None if cfg.load is None else cls(LoadSchedule(cfg.load, cfg.steps))
 
-    def signal(self, step: int) -> dict[str, Any]:
-        self._load = self.rungs.load(step)
-        return {"load": self._load}
-
-    def observe(self, step: int, accuracy: torch.Tensor) -> None:
-        self.rungs.observe(step, accuracy.item())
-
-    def metrics(self) -> dict[str, Any]:
-        return {"load": self._load}
-
-    def state(self) -> dict[str, float]:
-        return self.rungs.state()
-
-    def load_state(self, state: dict[str, float]) -> None:
-        self.rungs.load_state(state)
+    def value(self, step: int) -> int:
+        return self.schedule.load(step)
