@@ -141,18 +141,10 @@ class Run:
     examples: int = 0  # held-out examples
     seeds: int = 1
 
-    def block(self, name: str) -> dict[str, Any]:
-        """The resolved ``task``, ``model`` or ``train`` block (`BLOCKS`)."""
-        return {"task": self.task, "model": self.model, "train": self.train}[name]
-
     @property
     def identity(self) -> str:
         """What a trained run is identified by, besides its seed (the shared-run key)."""
         return json.dumps([self.task, self.model, self.train], sort_keys=True)
-
-    def at(self) -> str:
-        """The grid point in words for an error (`` (grid task.pairs=16)``), or ''."""
-        return "" if self.value is None else f" (grid value {value_label(self.value)})"
 
 
 def runs_of(name: str, exp: Mapping[str, Any]) -> list[Run]:

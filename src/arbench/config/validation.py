@@ -20,6 +20,7 @@ from arbench.config.errors import ConfigError
 from arbench.experiment import (
     BLOCKS,
     EVAL_PREFIX,
+    Run,
     block_of,
     cell_options_of,
     family_of,
@@ -272,7 +273,7 @@ def _build_error(settings: dict[str, Any]) -> str | None:
     return _BUILT[key]
 
 
-def _check_family_arm(where: str, exp: dict[str, Any], arm: str) -> None:
+def _check_family_arm(where: str, exp: dict[str, Any], arm: str, rows: list[Run]) -> None:
     """An arm of another model family than ``lm``: no cell, and every key of its model (the
     block's and the arm's own) is a field of the family's model configuration, which must
     accept them at every run arm."""
@@ -284,7 +285,7 @@ def _check_family_arm(where: str, exp: dict[str, Any], arm: str) -> None:
     if "cell" in spec:
         raise ConfigError(f"{here}.cell: a model of family {family!r} takes no cell")
     fields = families.fields_of(family)
-    for run in runs_of(where, exp):
+    for run in rows:
         if run.arm != arm:
             continue
         run_arm, settings = run.name, run.model
@@ -301,7 +302,7 @@ def _check_family_arm(where: str, exp: dict[str, Any], arm: str) -> None:
             raise ConfigError(f"{here} (run arm {run_arm}): {e}") from None
 
 
-def _check_arm(where: str, exp: dict[str, Any], arm: str) -> None:
+def _check_arm(where: str, exp: dict[str, Any], arm: str, rows: list[Run]) -> None:
     """An arm names a registered cell; every option is one that cell's constructor declares,
     of its declared type; the cell builds with it at every run arm's model settings; and
     every ``eval_`` option is one the task's evaluator takes. An arm of another model family
@@ -311,7 +312,7 @@ def _check_arm(where: str, exp: dict[str, Any], arm: str) -> None:
     spec = exp["arms"][arm]
     here = f"{where}.arms.{arm}"
     if family_of(exp, arm) != "lm":
-        _check_family_arm(where, exp, arm)
+        _check_family_arm(where, exp, arm, rows)
         _check_eval(here, where, exp, spec)
         return
     if "cell" not in spec:
@@ -337,7 +338,7 @@ def _check_arm(where: str, exp: dict[str, Any], arm: str) -> None:
             )
         _check_type(f"{origin}.{key}", value, hints.get(key), f"cell {cell!r}")
     if CELLS[cell].unavailable_reason() is None:  # an unavailable cell is skipped, not built
-        for run in runs_of(where, exp):
+        for run in rows:
             if run.arm != arm:
                 continue
             run_arm, value, settings = run.name, run.value, run.model
@@ -418,7 +419,9 @@ def _block_keys(where: str, exp: dict[str, Any], block: str) -> set[str]:
     return set(_schema()["$defs"][block]["properties"])
 
 
-def _check_run_blocks(where: str, exp: dict[str, Any], validators: dict[str, Any]) -> None:
+def _check_run_blocks(
+    where: str, exp: dict[str, Any], validators: dict[str, Any], rows: list[Run]
+) -> None:
     """Each run arm's merged train and model blocks fit the schema, and its task block the
     task's declared types. The blocks themselves were validated as written, so what fails here
     is a grid value, reported as such."""
@@ -426,7 +429,7 @@ def _check_run_blocks(where: str, exp: dict[str, Any], validators: dict[str, Any
     if grid is None:
         return
     first, *rest = grid["key"].split(".")
-    for run in runs_of(where, exp):
+    for run in rows:
         run_arm, value = run.name, run.value
         bad = f"{where}.grid.values: {value!r} for {grid['key']}"
         block = block_of(exp, first, run.arm, value)
@@ -482,8 +485,10 @@ def semantic_checks(cfg: dict[str, Any]) -> None:
             _check_task_block(where, exp, arm)
         if exp.get("grid"):
             _check_grid(where, exp)
-            _check_run_blocks(where, exp, validators)
-        for run in runs_of(name, exp):
+        rows = runs_of(name, exp)  # every check below reads these, built once
+        if exp.get("grid"):
+            _check_run_blocks(where, exp, validators, rows)
+        for run in rows:
             value = run.value
             at = "" if value is None else f" (grid {exp['grid']['key']}={value_label(value)})"
             try:
@@ -498,7 +503,7 @@ def semantic_checks(cfg: dict[str, Any]) -> None:
             _check_signals(f"{where} (run arm {run.name})", task, tr)
             _check_spread(f"{where} (run arm {run.name})", task, tr, run.spec)
         for arm in exp["arms"]:
-            _check_arm(where, exp, arm)
+            _check_arm(where, exp, arm, rows)
         for i, c in enumerate(exp.get("contrasts", [])):
             for side in ("a", "b"):
                 if c[side] not in exp["arms"]:
