@@ -76,6 +76,11 @@ def cell_options_of(spec: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+# the model families whose arms name a cell and its options (`arbench.models.families`): the
+# causal LM and the paper's bidirectional denoiser; another family's arms name its own fields
+CELL_FAMILIES = ("lm", "denoiser")
+
+
 def family_of(exp: Mapping[str, Any], arm: str) -> str:
     """The model family an arm builds (`arbench.models.families`): its model block's
     ``family`` over the experiment's, ``lm`` when neither names one."""
@@ -104,8 +109,15 @@ def _model(exp: Mapping[str, Any], arm: str, value: Any) -> dict[str, Any]:
     model is its configuration's fields, the block's then the arm's."""
     m = _block(exp, "model", arm, value)
     spec = exp["arms"][arm]
-    if m.get("family", "lm") != "lm":
+    family = m.get("family", "lm")
+    if family not in CELL_FAMILIES:
         return {**m, **cell_options_of(spec)}
+    if family != "lm":  # a cell family's own fields, then the cell and its knobs
+        return {
+            **{k: v for k, v in m.items() if k != "cell_options"},
+            "cell": spec.get("cell"),
+            "cell_options": {**m.get("cell_options", {}), **cell_options_of(spec)},
+        }
     return {
         "d_model": m["d_model"],
         "layers": m["layers"],

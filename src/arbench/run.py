@@ -57,7 +57,8 @@ def train_run(
     from arbench.train.loop import TrainConfig, train
 
     adapter = build_task(task, data_dir)
-    model_cfg = families.model_config(model, adapter.vocab_size)
+    positions = getattr(adapter, "positions", lambda: None)()  # sizes learned positions
+    model_cfg = families.model_config(model, adapter.vocab_size, positions=positions)
     payload = train(
         adapter,
         model_cfg,

@@ -1,5 +1,6 @@
-"""The pipeline config: read strictly (`loading`), scale-rewritten (`scales`), validated
-(`validation`), in that order, by `resolve`.
+"""The pipeline config: read strictly (`loading`), each experiment merged over its recipe
+(`recipes`), scale-rewritten (`scales`), validated (`validation`), in that order, by
+`resolve`.
 
 `resolve` checks every scale's rewrites whichever scale is planned, so a typo inside another
 scale's overrides fails a paper-scale plan too. What the resolved experiments expand into
@@ -18,6 +19,8 @@ import yaml
 from arbench import frontier_arms
 from arbench.config.errors import ConfigError
 from arbench.config.loading import StrictLoader, dealias, load_yaml, read_config
+from arbench.config.recipes import expand as expand_recipes
+from arbench.config.recipes import stamp as stamp_recipes
 from arbench.config.scales import apply_scale, mark_path_only
 from arbench.config.validation import (
     SCHEMA,
@@ -37,6 +40,7 @@ __all__ = [
     "StrictLoader",
     "apply_scale",
     "dealias",
+    "expand_recipes",
     "load",
     "load_yaml",
     "merge_releases",
@@ -62,6 +66,7 @@ def _check_studies(cfg: dict[str, Any]) -> None:
 def _resolve_scale(config: dict[str, Any]) -> dict[str, Any]:
     """Apply the config's own scale to a schema-valid raw config and check the result."""
     cfg = apply_scale(config)
+    stamp_recipes(cfg)
     scale = cfg.get("scale", "paper")
     try:
         frontier_arms.expand_all(cfg)
@@ -99,7 +104,7 @@ def _other_scale_error(raw: str, scale: str) -> str | None:
 def resolve(config: dict[str, Any]) -> dict[str, Any]:
     """Validate the raw config, apply its scale, and check the result; then check that every
     other scale's rewrites resolve too (an error names that scale)."""
-    config = dealias(config)
+    config = expand_recipes(dealias(config))
     validate(config)
     cfg = _resolve_scale(config)
     raw = json.dumps(config, sort_keys=True)

@@ -19,6 +19,7 @@ import jsonschema
 from arbench.config.errors import ConfigError
 from arbench.experiment import (
     BLOCKS,
+    CELL_FAMILIES,
     EVAL_PREFIX,
     Run,
     block_of,
@@ -302,6 +303,31 @@ def _check_family_arm(where: str, exp: dict[str, Any], arm: str, rows: list[Run]
             raise ConfigError(f"{here} (run arm {run_arm}): {e}") from None
 
 
+def _check_cell_family(where: str, exp: dict[str, Any], arm: str, rows: list[Run]) -> None:
+    """An arm of a cell family other than ``lm`` (the denoiser): every key of its model is a
+    field of the family's configuration, which must accept them at every run arm."""
+    from arbench.models import families
+
+    here = f"{where}.arms.{arm}"
+    family = family_of(exp, arm)
+    fields = families.fields_of(family)
+    spec = exp["arms"][arm]
+    for run in rows:
+        if run.arm != arm:
+            continue
+        for key in run.model:
+            if key not in fields | {"family"}:
+                origin = here if key in spec.get("model", {}) else f"{where}.model"
+                raise ConfigError(
+                    f"{origin}.{key}: not a setting of model family {family!r}; "
+                    f"allowed: {sorted(fields)}"
+                )
+        try:  # the task sets the vocabulary and the positions; any stand-in checks the rest
+            families.model_config(run.model, vocab_size=2, positions=1).validate()
+        except (ValueError, TypeError) as e:
+            raise ConfigError(f"{here} (run arm {run.name}): {e}") from None
+
+
 def _check_arm(where: str, exp: dict[str, Any], arm: str, rows: list[Run]) -> None:
     """An arm names a registered cell; every option is one that cell's constructor declares,
     of its declared type; the cell builds with it at every run arm's model settings; and
@@ -311,12 +337,17 @@ def _check_arm(where: str, exp: dict[str, Any], arm: str, rows: list[Run]) -> No
 
     spec = exp["arms"][arm]
     here = f"{where}.arms.{arm}"
-    if family_of(exp, arm) != "lm":
+    family = family_of(exp, arm)
+    if family not in CELL_FAMILIES:
         _check_family_arm(where, exp, arm, rows)
         _check_eval(here, where, exp, spec)
         return
     if "cell" not in spec:
-        raise ConfigError(f"{here}.cell: missing; every arm of a family-lm model names a cell")
+        raise ConfigError(
+            f"{here}.cell: missing; every arm of a family-{family} model names a cell"
+        )
+    if family != "lm":
+        _check_cell_family(where, exp, arm, rows)
     cell = spec["cell"]
     if cell not in CELLS:
         raise ConfigError(f"{here}.cell: {cell!r} not one of {sorted(CELLS)}")

@@ -1,7 +1,8 @@
 """Model families: which configuration class and module a run's model block builds.
 
 A model block names its family with ``family`` (default ``lm``: `LanguageModel`, a stack of
-one cell kind); ``kvbench`` is the key-value benchmark's transformer (`models.kvbench`). The
+one cell kind); ``kvbench`` is the key-value benchmark's transformer (`models.kvbench`);
+``denoiser`` is the paper's bidirectional masked denoiser around a cell (`models.denoiser`). The
 training loop, the run layer and evaluation build and reload models only through here, so a
 new family is one entry in `FAMILIES`.
 """
@@ -14,12 +15,14 @@ from typing import Any
 import torch
 from torch import nn
 
+from arbench.models.denoiser import Denoiser, DenoiserConfig
 from arbench.models.kvbench import KVModelConfig, KVTransformer
 from arbench.models.lm import LanguageModel, ModelConfig
 
 FAMILIES: dict[str, tuple[type, type[nn.Module]]] = {
     "lm": (ModelConfig, LanguageModel),
     "kvbench": (KVModelConfig, KVTransformer),
+    "denoiser": (DenoiserConfig, Denoiser),
 }
 
 
@@ -37,13 +40,18 @@ def fields_of(family: str) -> set[str]:
     return {f.name for f in fields(cls)} - {"vocab_size"}
 
 
-def model_config(settings: dict[str, Any], vocab_size: int) -> Any:
-    """The configuration a model block describes, with the task's vocabulary."""
+def model_config(settings: dict[str, Any], vocab_size: int, positions: int | None = None) -> Any:
+    """The configuration a model block describes, with the task's vocabulary; ``positions``
+    (the task's longest sequence, `Task.positions`) fills ``max_len`` where the family has
+    that field and the settings leave it unset."""
     name = _family(settings)
     cls = FAMILIES[name][0]
+    names = {f.name for f in fields(cls)}
     rest = {k: v for k, v in settings.items() if k != "family"}
-    if "family" in {f.name for f in fields(cls)}:
+    if "family" in names:
         rest["family"] = name
+    if positions is not None and "max_len" in names and rest.get("max_len") is None:
+        rest["max_len"] = positions
     return cls(vocab_size=vocab_size, **rest)
 
 

@@ -218,6 +218,17 @@ class Task:
         """One line naming the settings that set the task's floors (the floors table's row)."""
         return self.name
 
+    def never_predicted(self) -> tuple[int, ...]:
+        """Token ids that are never an answer (a MASK the input carries at the answer slot):
+        evaluation drops them from the argmax (`arbench.evaluate.recall.predict`'s
+        ``exclude``), and the training loss may drop them from its softmax. Empty by default."""
+        return ()
+
+    def positions(self) -> int | None:
+        """The longest sequence the task feeds a model, what a model with learned absolute
+        positions must be sized for; None (the default) where the task does not say."""
+        return None
+
     def input_files(self) -> list[str]:
         """Files outside the workflow's datasets that the task reads (a corpus): the job that
         writes its held-out set takes them as inputs, so a rule that builds them runs first.

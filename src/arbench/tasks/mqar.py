@@ -310,6 +310,9 @@ class MQARTask(ConfigTask):
     def self_tests(self, held_out: Batch) -> dict[str, dict[str, Any]]:
         return {"rebinding": rebinding_self_test(held_out, self.cfg)}
 
+    def positions(self) -> int:
+        return self.cfg.length
+
     def evaluate(
         self, model: Any, examples: int | None = None, rebinding: bool = False
     ) -> dict[str, Any]:

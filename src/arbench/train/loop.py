@@ -39,6 +39,7 @@ import torch.nn.functional as F
 
 import arbench
 from arbench.device import resolve_device
+from arbench.evaluate.recall import hidden_at
 from arbench.io import atomic_write_bytes
 from arbench.mismatch import SettingsMismatch, differences
 from arbench.models import LanguageModel, ModelConfig, families
@@ -74,6 +75,14 @@ class TrainConfig:
     log_every: int = 50
     device: str = "cpu"  # cpu | cuda | auto (cuda when available); bitwise claims hold on cpu
     betas: tuple[float, float] = (0.9, 0.95)  # AdamW's
+    # which parameters AdamW decays: "matrices" (2-D weights but the embeddings) or "all"
+    # (every parameter, as torch.optim.AdamW(model.parameters()) does: the paper recipe)
+    decay_params: str = "matrices"
+    # a constant factor on the cross-entropy: the paper's masked-diffusion 1/t at t = 0.5 is 2
+    loss_weight: float = 1.0
+    # the recipe (config `recipes:`) these settings were expanded from; recorded so that the
+    # fingerprint of a run names its recipe
+    recipe: str = "causal"
     # training-signal options (the task must honour them, `Task.signals`): a distance
     # curriculum (`arbench.train.curriculum`), dense supervision of every query, and a load
     # schedule (`arbench.train.load_schedule`: bindings per batch, rung by rung)
@@ -95,8 +104,21 @@ class TrainConfig:
             d["spread"] = SpreadConfig.from_dict(d["spread"])
         if "betas" in d:
             d["betas"] = tuple(float(b) for b in d["betas"])
-        return cls(**d)
+        cfg = cls(**d)
+        cfg.validate()
+        return cfg
 
+    def validate(self) -> None:
+        """Checks a schema cannot express; a ValueError naming the key."""
+        if self.decay_params not in DECAY_PARAMS:
+            raise ValueError(
+                f"train.decay_params must be one of {DECAY_PARAMS}, got {self.decay_params!r}"
+            )
+        if not self.loss_weight > 0:
+            raise ValueError(f"train.loss_weight must be > 0, got {self.loss_weight}")
+
+
+DECAY_PARAMS = ("matrices", "all")
 
 # each training-signal option of `TrainConfig` and the `Signal` field it sets
 SIGNAL_FIELDS = {"dense": "dense", "curriculum": "gap", "load": "load"}
@@ -123,25 +145,44 @@ def versions() -> dict[str, str]:
 
 
 def masked_loss(
-    model: LanguageModel, tokens: torch.Tensor, targets: torch.Tensor
+    model: LanguageModel,
+    tokens: torch.Tensor,
+    targets: torch.Tensor,
+    *,
+    exclude: tuple[int, ...] = (),
+    weight: float = 1.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Cross-entropy and correct-count at supervised positions only."""
-    h, _ = model.hidden(tokens)
+    """``weight`` x cross-entropy and accuracy at supervised positions only. The ids in
+    ``exclude`` (a task's `never_predicted`, e.g. the paper's MASK) get the most negative
+    logit, out of both the softmax and the argmax, as the paper's masked loss suppresses MASK."""
     sel = targets != IGNORE
-    logits = model.logits(h[sel])
+    logits = model.logits(hidden_at(model, tokens, sel))
+    if exclude:
+        logits = logits.index_fill(
+            -1, logits.new_tensor(exclude, dtype=torch.long), torch.finfo(logits.dtype).min
+        )
     gold = targets[sel]
     loss = F.cross_entropy(logits, gold)
+    if weight != 1.0:
+        loss = loss * weight
     correct = (logits.argmax(-1) == gold).sum()
     return loss, correct / gold.numel()
 
 
+def _decays(name: str, p: torch.nn.Parameter, which: str) -> bool:
+    """Whether AdamW decays this parameter under ``train.decay_params``."""
+    return which == "all" or (p.ndim >= 2 and "embed" not in name)
+
+
 def _optimizer(model: LanguageModel, cfg: TrainConfig) -> torch.optim.AdamW:
-    decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "embed" not in n]
-    rest = [p for n, p in model.named_parameters() if not (p.ndim >= 2 and "embed" not in n)]
+    named = list(model.named_parameters())
+    decay = [p for n, p in named if _decays(n, p, cfg.decay_params)]
+    rest = [p for n, p in named if not _decays(n, p, cfg.decay_params)]
     groups = [
         {"params": decay, "weight_decay": cfg.weight_decay},
         {"params": rest, "weight_decay": 0.0},
     ]
+    groups = [g for g in groups if g["params"]]
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=tuple(cfg.betas))
 
 
@@ -286,6 +327,7 @@ def _train(
     device = resolve_device(cfg.device)
     model = families.build(model_cfg, seed).to(device)
     hooks = train_hooks.build(HOOKS, cfg, model, seed)
+    excluded = tuple(getattr(task, "never_predicted", tuple)())
     opt = _optimizer(model, cfg)
     start, lines = 0, []
     ck = (
@@ -332,7 +374,9 @@ def _train(
             with contextlib.ExitStack() as around:
                 for h in hooks:
                     around.enter_context(h.around_forward(step, drawn, device))
-                loss, acc = masked_loss(model, tokens, targets)
+                loss, acc = masked_loss(
+                    model, tokens, targets, exclude=excluded, weight=cfg.loss_weight
+                )
             for h in hooks:
                 term = h.extra_loss(step)
                 if term is not None:
