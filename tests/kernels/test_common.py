@@ -108,3 +108,30 @@ def test_causal_mask_and_middle_relative_decays() -> None:
     torch.testing.assert_close(pair, (g[:, :, None] - g[:, None, :]).exp())
     torch.testing.assert_close(e_pos * e_ref, g.exp())
     torch.testing.assert_close(e_end * e_ref, g[:, -1:].exp())
+
+
+def test_fit_chunk_holds_a_short_sequence_in_the_smallest_power_of_two() -> None:
+    from arbench.kernels.common import fit_chunk
+
+    assert [fit_chunk(32, t) for t in (0, 1, 2, 7, 8, 9, 32, 66)] == [1, 1, 2, 8, 8, 16, 32, 32]
+    assert fit_chunk(16, 5) == 8 and fit_chunk(64, 1000) == 64
+
+
+def test_a_sequence_shorter_than_the_chunk_matches_the_recurrent_form() -> None:
+    """The chunk shrinks to the sequence (`fit_chunk`); the values stay the recurrent ones."""
+    from arbench.kernels.delta_rule import delta_rule_chunked, delta_rule_recurrent
+    from arbench.kernels.kda import kda_chunked, kda_recurrent
+
+    g = torch.Generator().manual_seed(0)
+    q, k = (torch.randn(2, 1, 7, 8, generator=g, dtype=torch.float64) for _ in range(2))
+    k = torch.nn.functional.normalize(k, dim=-1)
+    v = torch.randn(2, 1, 7, 4, generator=g, dtype=torch.float64)
+    beta = torch.rand(2, 1, 7, generator=g, dtype=torch.float64)
+    log_a = -torch.rand(2, 1, 7, 8, generator=g, dtype=torch.float64)
+    for chunked, recurrent, extra in (
+        (delta_rule_chunked, delta_rule_recurrent, ()),
+        (kda_chunked, kda_recurrent, (log_a,)),
+    ):
+        o_c, s_c = chunked(q, k, v, beta, *extra, chunk_size=32)
+        o_r, s_r = recurrent(q, k, v, beta, *extra)
+        assert torch.allclose(o_c, o_r, atol=1e-12) and torch.allclose(s_c, s_r, atol=1e-12)

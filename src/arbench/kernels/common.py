@@ -61,6 +61,13 @@ def check_chunk_size(c: int) -> None:
         raise ValueError(f"chunk_size must be a power of two, got {c}")
 
 
+def fit_chunk(c: int, t: int) -> int:
+    """The chunk a sequence of ``t`` steps runs in: ``c``, or the smallest power of two that
+    holds the whole sequence when that is smaller (a 7-step sequence in one chunk of 8, not
+    zero-padded to 32; the values do not depend on the chunk, the work does)."""
+    return min(c, 1 << max(0, t - 1).bit_length())
+
+
 def to_chunks(x: torch.Tensor, n: int, c: int) -> torch.Tensor:
     """Zero-pad the time axis (dim 2) of (B,H,T,...) to n*c steps and split it into (n, c).
 

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch.autograd.function import once_differentiable
 
-from arbench.kernels.common import causal_mask, check_shapes, from_chunks, to_chunks
+from arbench.kernels.common import causal_mask, check_shapes, fit_chunk, from_chunks, to_chunks
 from arbench.kernels.scan import matrix_scan_backward, matrix_scan_forward
 from arbench.kernels.triangular import unit_lower_inverse
 
@@ -204,7 +204,7 @@ def delta_rule_chunked(
     score product; U and W share T and the products with it); only the (dk x dv) carry loops.
     """
     b, h, t, dk, dv = check_shapes(q, k, v, per_step={"beta": beta, "log_alpha": log_alpha})
-    c = chunk_size
+    c = fit_chunk(chunk_size, t)
     n = -(-t // c) if t > 0 else 0
     s0 = q.new_zeros(b, h, dk, dv) if initial_state is None else initial_state
     if n == 0:

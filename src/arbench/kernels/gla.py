@@ -33,6 +33,7 @@ from arbench.kernels.common import (
     causal_mask,
     check_chunk_size,
     check_shapes,
+    fit_chunk,
     from_chunks,
     middle_relative,
     to_chunks,
@@ -128,8 +129,8 @@ def gated_linear_attention_chunked(
     are batched and only the state carry loops over chunks. chunk_size must be a power of two.
     """
     b, h, t, dk, dv = check_shapes(q, k, v, per_channel={"log_decay": log_decay})
-    c = chunk_size
-    check_chunk_size(c)
+    check_chunk_size(chunk_size)
+    c = fit_chunk(chunk_size, t)
     n = -(-t // c) if t > 0 else 0
     if n == 0:
         s0 = q.new_zeros(b, h, dk, dv) if initial_state is None else initial_state

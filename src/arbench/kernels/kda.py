@@ -36,6 +36,7 @@ from arbench.kernels.common import (
     causal_mask,
     check_chunk_size,
     check_shapes,
+    fit_chunk,
     from_chunks,
     middle_relative,
     to_chunks,
@@ -186,8 +187,8 @@ def kda_chunked(
     bsz, h, t, dk, dv = check_shapes(
         q, k, v, per_step={"beta": beta}, per_channel={"log_alpha": log_alpha}
     )
-    c = chunk_size
-    check_chunk_size(c)
+    check_chunk_size(chunk_size)
+    c = fit_chunk(chunk_size, t)
     s0 = q.new_zeros(bsz, h, dk, dv) if initial_state is None else initial_state
     if t == 0:
         return v.new_zeros(bsz, h, 0, dv), s0

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from torch.autograd.function import once_differentiable
 
-from arbench.kernels.common import causal_mask, check_shapes, from_chunks, to_chunks
+from arbench.kernels.common import causal_mask, check_shapes, fit_chunk, from_chunks, to_chunks
 from arbench.kernels.scan import diagonal_scan
 
 
@@ -138,7 +138,7 @@ def scalar_decay_chunked(
     s = q.new_zeros(b, h, dk, dv) if initial_state is None else initial_state
     if t == 0:
         return v.new_zeros(b, h, 0, dv), s
-    c = chunk_size
+    c = fit_chunk(chunk_size, t)
     n = -(-t // c)
     # Zero padding (k = v = 0, log-decay 0) makes the padded steps identities on the state.
     qc, kc, vc = (to_chunks(x, n, c) for x in (q, k, v))
