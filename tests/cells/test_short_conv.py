@@ -43,3 +43,19 @@ def test_short_conv_causal_and_streaming(kernel_size: int, rel_err) -> None:
     y3, t3 = conv(x[:, 7:], t2)
     assert torch.allclose(torch.cat([y1, y2, y3], dim=1), y, rtol=0, atol=1e-12)
     assert torch.equal(t3, tail)
+
+
+def test_the_silu_conv_starts_with_a_conv1d_default_bias_and_applies_silu() -> None:
+    """The paper's reference cells' conv: nn.Conv1d's default bias draw, U(±1/sqrt(k)) for a
+    depthwise kernel k (not zeros), then SiLU after the biased convolution."""
+    from arbench.cells.short_conv import SiluConv
+
+    torch.manual_seed(0)
+    conv = SiluConv(4096, 4)
+    b = conv.bias.detach()
+    assert b.abs().max() <= 0.5 and b.abs().max() > 0.45 and abs(b.mean()) < 0.02
+    assert abs(b.std().item() - 0.5 / 3**0.5) < 0.01  # the uniform's standard deviation
+    x = torch.randn(2, 9, 4096)
+    y, _ = conv(x)
+    z, _ = conv.conv(x)
+    assert torch.allclose(y, F.silu(z + b))

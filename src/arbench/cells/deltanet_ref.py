@@ -34,7 +34,7 @@ from arbench.cells.base import (
     register,
     split_heads,
 )
-from arbench.cells.short_conv import ShortConv
+from arbench.cells.short_conv import SiluConv
 from arbench.kernels.delta_rule import delta_rule_chunked, delta_rule_recurrent
 from arbench.kernels.kda import kda_chunked, kda_recurrent
 
@@ -92,8 +92,7 @@ class DeltaNetRef(SequenceMixer):
         self._widths = [3 * d_model, heads] + ([d_model] if decay else [])
         self.in_proj = nn.Linear(d_model, sum(self._widths))
         if conv:
-            self.conv = ShortConv(3 * d_model, conv_kernel)
-            self.conv_bias = nn.Parameter(torch.zeros(3 * d_model))
+            self.conv = SiluConv(3 * d_model, conv_kernel)
         self.out_proj = nn.Linear(d_model, d_model)
 
     def state_size(self) -> int:
@@ -107,8 +106,7 @@ class DeltaNetRef(SequenceMixer):
         new_state: dict[str, torch.Tensor] = {}
         if self.use_conv:
             tail = None if state is None else state.get("conv")
-            qkv, new_state["conv"] = self.conv(qkv, tail)  # bias outside: see ShortConv
-            qkv = F.silu(qkv + self.conv_bias)
+            qkv, new_state["conv"] = self.conv(qkv, tail)
         q, k, v = (split_heads(y, self.heads) for y in qkv.chunk(3, dim=-1))
         q = torch.tanh(q) * self.d_k**-0.5
         k = l2_normalize(k)

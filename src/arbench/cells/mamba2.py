@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from arbench.cells.base import Form, Kernel, SequenceMixer, State, pick_form, register
-from arbench.cells.short_conv import ShortConv
+from arbench.cells.short_conv import ShortConv, conv1d_bias
 from arbench.kernels.scalar_decay import scalar_decay_chunked, scalar_decay_recurrent
 
 DT_MIN, DT_MAX, DT_FLOOR = 1e-3, 1e-1, 1e-4  # standard Mamba dt initialisation range
@@ -211,3 +211,6 @@ class Mamba2Ref(Mamba2Cell):
             gated_norm=gated_norm,
             init=init,
         )
+        if init == "half":  # the paper's conv is an nn.Conv1d with its default bias, U(±1/sqrt(k))
+            with torch.no_grad():
+                self.conv_bias.copy_(conv1d_bias(self.conv_bias.numel(), conv_kernel))

@@ -37,7 +37,7 @@ from arbench.cells.base import (
     split_heads,
 )
 from arbench.cells.deltanet_ref import check_flag, check_shape_options
-from arbench.cells.short_conv import ShortConv
+from arbench.cells.short_conv import SiluConv
 from arbench.kernels.dplr import dplr_chunked, dplr_recurrent
 from arbench.kernels.gla import gated_linear_attention_chunked, gated_linear_attention_recurrent
 
@@ -70,8 +70,7 @@ class RWKV7Ref(SequenceMixer):
         # v, then k, r, w, kappa, a (d each): one biased map
         self.in_proj = nn.Linear(d_model, 6 * d_model)
         if conv:
-            self.conv = ShortConv(3 * d_model, conv_kernel)  # over [v | k | r]
-            self.conv_bias = nn.Parameter(torch.zeros(3 * d_model))
+            self.conv = SiluConv(3 * d_model, conv_kernel)  # over [v | k | r]
         self.out_proj = nn.Linear(d_model, d_model)
 
     def state_size(self) -> int:
@@ -85,8 +84,7 @@ class RWKV7Ref(SequenceMixer):
         new_state: dict[str, torch.Tensor] = {}
         if self.use_conv:
             tail = None if state is None else state.get("conv")
-            vkr, new_state["conv"] = self.conv(vkr, tail)  # bias outside: see ShortConv
-            vkr = F.silu(vkr + self.conv_bias)
+            vkr, new_state["conv"] = self.conv(vkr, tail)
         v, k, r = (split_heads(y, self.heads) for y in vkr.chunk(3, dim=-1))
         scale = self.d_k**-0.5
         k, r = torch.tanh(k) * scale, torch.tanh(r) * scale

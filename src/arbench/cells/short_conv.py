@@ -43,3 +43,30 @@ class ShortConv(nn.Module):
         image = xp.unsqueeze(1).permute(0, 3, 1, 2)
         y = F.conv2d(image, self.conv.weight.unsqueeze(2), groups=self.channels)
         return y.permute(0, 2, 3, 1).squeeze(1), new_tail
+
+
+class SiluConv(nn.Module):
+    """`ShortConv` with a bias and a SiLU after it: the paper's reference cells' short
+    convolution (its nn.Conv1d with default bias, then SiLU; JIBSIL/dualgoose mixers.py and
+    model.py at 824f4b73). The bias is drawn as nn.Conv1d draws its own, U(±1/sqrt(kernel))
+    for a depthwise kernel, so the armed cells start with the paper's shifted SiLU inputs."""
+
+    def __init__(self, channels: int, kernel_size: int = 4) -> None:
+        super().__init__()
+        self.conv = ShortConv(channels, kernel_size)
+        self.bias = nn.Parameter(conv1d_bias(channels, kernel_size))
+
+    def forward(
+        self, x: torch.Tensor, tail: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(SiLU(conv(x) + bias), new tail); the tail as in `ShortConv.forward`."""
+        y, new_tail = self.conv(x, tail)
+        return F.silu(y + self.bias), new_tail
+
+
+def conv1d_bias(channels: int, kernel_size: int) -> torch.Tensor:
+    """A depthwise nn.Conv1d's default bias draw: U(-b, b) with b = 1/sqrt(kernel_size) (its
+    fan-in, one input channel per group), from torch's default generator like every module
+    initialiser (callers build under a seeded, forked RNG scope)."""
+    bound = kernel_size**-0.5
+    return torch.empty(channels).uniform_(-bound, bound)

@@ -320,7 +320,8 @@ def _check_cell_family(where: str, exp: dict[str, Any], arm: str, rows: list[Run
                 origin = here if key in spec.get("model", {}) else f"{where}.model"
                 raise ConfigError(
                     f"{origin}.{key}: not a setting of model family {family!r}; "
-                    f"allowed: {sorted(fields)}"
+                    f"allowed: {sorted(fields)} (the experiment's recipe is "
+                    f"{exp.get('recipe')!r}; recipe: causal keeps a causal model block)"
                 )
         try:  # the task sets the vocabulary and the positions; any stand-in checks the rest
             families.model_config(run.model, vocab_size=2, positions=1).validate()
