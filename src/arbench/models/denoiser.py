@@ -26,8 +26,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from arbench.cells import CELLS, build_cell, count_parameters
+from arbench.cells import CELLS, build_cell
 from arbench.cells.base import Form
+from arbench.models.lm import BlockStack
 
 DIRECTIONS = ("bidirectional", "forward")
 MERGES = ("static", "average")
@@ -181,7 +182,7 @@ class DenoiserBlock(nn.Module):
         return x, state
 
 
-class Denoiser(nn.Module):
+class Denoiser(BlockStack, nn.Module):
     """Token ids (B, T) -> final hidden states; `logits` reads out through the embedding.
 
     The carried state of ``direction: forward`` is ``{"offset": tokens read, "layers": [...]}``
@@ -273,20 +274,3 @@ class Denoiser(nn.Module):
         """Read-out through the token embedding (tied, no bias); call on selected positions
         only to save work."""
         return h @ self.embed.weight.t()
-
-    def forward(
-        self, tokens: torch.Tensor, state: dict[str, Any] | None = None, form: Form = "chunked"
-    ) -> tuple[torch.Tensor, dict[str, Any] | None]:
-        h, state = self.hidden(tokens, state, form)
-        return self.logits(h), state
-
-    def state_size(self) -> int:
-        """Recurrent state elements summed over layers."""
-        return sum(b.mixer.state_size() for b in self.blocks)
-
-    def state_size_per_layer(self) -> int:
-        """Recurrent state elements of one layer's mixer (both directions when bidirectional)."""
-        return self.blocks[0].mixer.state_size()
-
-    def n_parameters(self) -> int:
-        return count_parameters(self)

@@ -66,7 +66,32 @@ class Block(nn.Module):
         return x, state
 
 
-class LanguageModel(nn.Module):
+class BlockStack:
+    """What every model of residual blocks around a mixer offers the loop and evaluation
+    beyond `hidden` and `logits`: forward, state sizes and the parameter count (shared by
+    `LanguageModel` and the denoiser)."""
+
+    blocks: nn.ModuleList
+
+    def forward(
+        self, tokens: torch.Tensor, state: Any = None, form: Form = "chunked"
+    ) -> tuple[torch.Tensor, Any]:
+        h, state = self.hidden(tokens, state, form)
+        return self.logits(h), state
+
+    def state_size(self) -> int:
+        """Recurrent state elements summed over layers."""
+        return sum(b.mixer.state_size() for b in self.blocks)
+
+    def state_size_per_layer(self) -> int:
+        """Recurrent state elements of one layer's mixer (the matched quantity)."""
+        return self.blocks[0].mixer.state_size()
+
+    def n_parameters(self) -> int:
+        return count_parameters(self)
+
+
+class LanguageModel(BlockStack, nn.Module):
     """Token ids (B, T) -> logits; carries per-layer mixer state for streaming."""
 
     def __init__(self, cfg: ModelConfig) -> None:
@@ -97,23 +122,6 @@ class LanguageModel(nn.Module):
         if self.readout is not None:
             return self.readout(h)
         return h @ self.embed.weight.t()
-
-    def forward(
-        self, tokens: torch.Tensor, state: list[Any] | None = None, form: Form = "chunked"
-    ) -> tuple[torch.Tensor, list[Any]]:
-        h, state = self.hidden(tokens, state, form)
-        return self.logits(h), state
-
-    def state_size(self) -> int:
-        """Recurrent state elements summed over layers."""
-        return sum(b.mixer.state_size() for b in self.blocks)
-
-    def state_size_per_layer(self) -> int:
-        """Recurrent state elements of one layer's mixer (the matched quantity)."""
-        return self.blocks[0].mixer.state_size()
-
-    def n_parameters(self) -> int:
-        return count_parameters(self)
 
 
 def build_model(cfg: ModelConfig, seed: int) -> LanguageModel:
