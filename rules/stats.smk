@@ -7,6 +7,7 @@ rule stats:
         finals=lambda wc: PLAN.run_files(wc.experiment, "final.json"),
         metrics=lambda wc: PLAN.run_files(wc.experiment, "metrics.jsonl"),
         gates=lambda wc: sorted(set(PLAN.gates(wc.experiment).values())),
+        reference=lambda wc: PLAN.reference_files(wc.experiment),
     output:
         f"{R}/stats/{{experiment}}.json",
     log:

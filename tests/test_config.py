@@ -146,6 +146,26 @@ def test_scales_shrink_the_protocol() -> None:
             ),
             "nope",
         ),
+        (
+            lambda c: c["experiments"]["paper_mqar"]["seeds"].update(deltanett=20),
+            "experiments.paper_mqar.seeds.deltanett: not an arm of the experiment",
+        ),
+        (
+            lambda c: c["experiments"]["paper_mqar"]["seeds"].pop("default"),
+            "experiments.paper_mqar.seeds: no count for arm 'armed_gdn'",
+        ),
+        (
+            lambda c: c["experiments"]["paper_mqar"].update(
+                reference={"file": "references/nope.yaml", "set": "table1_k32"}
+            ),
+            "experiments.paper_mqar.reference.file: no file 'references/nope.yaml'",
+        ),
+        (
+            lambda c: c["experiments"]["paper_mqar"].update(
+                reference={"file": "references/paper_code_results.yaml", "set": "tabel1"}
+            ),
+            "experiments.paper_mqar.reference.set: ",
+        ),
     ],
 )
 def test_bad_config_fails_naming_the_key(edit, needle: str) -> None:
@@ -623,7 +643,8 @@ def test_a_typo_in_another_scales_overrides_fails_a_paper_plan(rewrite, named) -
 
 def test_a_scale_that_measures_some_experiments_marks_the_rest_path_only() -> None:
     demo = config.load(scale="demo")["experiments"]
-    assert {n for n, e in demo.items() if not e.get("path_only")} == {"factorial", "decay"}
+    measured = {n for n, e in demo.items() if not e.get("path_only")}
+    assert measured == {"factorial", "decay", "paper_mqar"}
     paper = config.load(scale="paper")["experiments"]
     assert not any(e.get("path_only") for e in paper.values())
     raw = yaml.safe_load((ROOT / "config.yaml").read_text())

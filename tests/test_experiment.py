@@ -65,3 +65,13 @@ def test_datasets_are_one_per_task_block_and_runs_are_owned_by_the_first_identic
 def test_a_release_experiment_has_no_stream_dataset() -> None:
     table = RunTable({"a": BASE}, stream=set())
     assert table.datasets == {} and table.dataset("a", "delta") == "a"
+
+
+def test_seeds_may_differ_per_arm_and_a_number_sets_every_arm() -> None:
+    exp = {**BASE, "seeds": {"default": 3, "long": 5}}
+    assert {r.name: r.seeds for r in runs_of("a", exp)} == {"delta": 3, "delta_conv": 3, "long": 5}
+    table = RunTable({"a": exp}, stream={"a"})
+    assert len(table.trainings()) == 3 + 3 + 5
+    # the held-out set of the dataset two arms share is checked for the larger count
+    shared = {**BASE, "seeds": {"default": 1, "delta_conv": 4}}
+    assert RunTable({"a": shared}, stream={"a"}).datasets["a"]["seeds"] == 4

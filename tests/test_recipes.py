@@ -74,7 +74,9 @@ def test_the_fingerprint_names_the_recipe() -> None:
 
 def test_a_scale_rewrites_the_blocks_a_recipe_supplies() -> None:
     demo = config.resolve(copy.deepcopy(RAW) | {"scale": "demo"})
-    assert demo["experiments"]["paper_mqar"]["train"]["steps"] == 40
+    train = demo["experiments"]["paper_mqar"]["train"]
+    assert (train["steps"], train["batch"], train["warmup"]) == (1500, 64, 0)  # the demo's
+    assert train["loss_weight"] == 2.0 and train["decay_params"] == "all"  # the recipe's
     smoke = config.resolve(copy.deepcopy(RAW) | {"scale": "smoke"})
     assert smoke["experiments"]["paper_mqar"]["train"]["batch"] == 64  # 256 x 0.25
 

@@ -32,6 +32,7 @@ EVAL_PREFIX = "eval_"  # an arm's keys with this prefix are options of the task'
 # change settings of each (``train: {curriculum: ...}``, ``task: {layout: shifting}``,
 # ``model: {layers: 1}``), each key replacing the experiment block's own.
 BLOCKS = ("task", "model", "train")
+SEEDS_DEFAULT = "default"  # the key of a per-arm ``seeds`` mapping that every other arm takes
 
 
 def value_label(value: Any) -> str:
@@ -173,11 +174,21 @@ def runs_of(name: str, exp: Mapping[str, Any]) -> list[Run]:
             train=_block(exp, "train", arm, value),
             eval_options=_eval_options(exp, arm),
             examples=exp["eval"]["examples"],
-            seeds=exp["seeds"],
+            seeds=seeds_of(exp, arm),
         )
         for arm in exp["arms"]
         for value in grid_values(exp)
     ]
+
+
+def seeds_of(exp: Mapping[str, Any], arm: str) -> int:
+    """How many seeds ``arm`` trains: the experiment's ``seeds``, or where that is a mapping
+    (the paper ran some arms at other counts: ``{default: 10, deltanet: 20}``), the arm's
+    entry, else its ``default``. A scale that sets ``seeds`` to a number sets every arm's."""
+    seeds = exp["seeds"]
+    if isinstance(seeds, Mapping):
+        return int(seeds.get(arm, seeds.get(SEEDS_DEFAULT, 0)))
+    return int(seeds)
 
 
 def block_of(exp: Mapping[str, Any], block: str, arm: str, value: Any) -> dict[str, Any]:
@@ -204,7 +215,7 @@ class RunTable:
                 ds = first.setdefault(json.dumps(run.task, sort_keys=True), self._name(run))
                 self._dataset[(name, run.name)] = ds
                 if name in stream:
-                    self.datasets.setdefault(
+                    entry = self.datasets.setdefault(
                         ds,
                         {
                             "task": run.task,
@@ -213,6 +224,7 @@ class RunTable:
                             "batch": run.train["batch"],
                         },
                     )
+                    entry["seeds"] = max(entry["seeds"], run.seeds)  # every arm's seeds checked
         owners: dict[tuple[str, int], tuple[str, str]] = {}
         self._owner: dict[tuple[str, str, int], tuple[str, str]] = {}
         for run in self:

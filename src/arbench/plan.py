@@ -189,6 +189,12 @@ class Plan:
             for seed in range(run.seeds)
         ]
 
+    def reference_files(self, experiment: str) -> list[str]:
+        """The sources' per-seed results an experiment is shown beside (its ``reference``
+        block's file), as the stats job's input; none for most experiments."""
+        ref = self.experiments[experiment].get("reference")
+        return [ref["file"]] if ref else []
+
     def eval_files(self, experiment: str) -> list[str]:
         return [
             f"{self.root}/evals/{experiment}/{run.name}/seed{seed}.json"

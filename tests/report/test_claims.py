@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -499,3 +500,54 @@ def test_the_config_schema_and_claims_agree_on_the_release_files() -> None:
         for p in [*plan.release_sidecars("passkey_swar"), *plan.release_index_files("passkey_swar")]
     } | {"oracle_report.json"}
     assert files <= written
+
+
+# ------------------------------------------------------------------ the causal-recipe reading
+
+
+def test_a_causal_reading_is_evaluated_beside_the_claim_and_rendered(tmp_path: Path) -> None:
+    """A claim's ``causal`` block reads the same rule off another experiment; its verdict is
+    the report's "holds under the causal recipe" and never changes the claim's own."""
+    (tmp_path / "stats").mkdir()
+    (tmp_path / "stats" / "toy.json").write_text(json.dumps(STATS))
+    causal = {
+        **STATS,
+        "experiment": "causal_toy",
+        "contrasts": [contrast("armed", "plain", -0.2, 0.3)],
+    }
+    (tmp_path / "stats" / "causal_toy.json").write_text(json.dumps(causal))
+    reading = {
+        "experiment": "causal_toy",
+        "statistic": "contrasts[a=armed,b=plain]/diff",
+        "p": "contrasts[a=armed,b=plain]/p",
+    }
+    cf = parse(claim(causal=reading), claim(id="bare"))
+    (c, bare) = cf.claims
+    assert c.causal is not None and c.causal.experiment == "causal_toy" and c.causal.id == c.id
+    assert c.causal.rule == c.rule and c.causal.sign == c.sign and bare.causal is None
+    plan = type("P", (), {"experiments": {"toy": {}, "causal_toy": {}}, "cfg": {}})()
+    planned = C.planned_stats(cf, plan)
+    assert planned["toy_claim/causal"] == "stats/causal_toy.json"
+    got = {r.claim.id: r for r in C.evaluate(cf, tmp_path, "test", planned)}
+    assert got["toy_claim"].verdict == C.REPRODUCED
+    assert got["toy_claim"].causal.verdict == C.NOT_REPRODUCED  # the wrong sign there
+    assert got["bare"].causal is None
+    md = C.render_markdown(list(got.values()), "test")
+    row = next(line for line in md.splitlines() if line.startswith("| `toy_claim`"))
+    assert "**not reproduced**: -0.200 (n=5 vs 5), p 0.300 in `causal_toy`" in row
+    bare_row = next(line for line in md.splitlines() if line.startswith("| `bare`"))
+    assert bare_row.rstrip().split(" | ")[-2] == "--"
+    tex = C.render_tex(list(got.values()), "test")
+    assert "causal recipe" in tex and "causal" in tex
+
+
+@pytest.mark.parametrize(
+    "block, key, problem",
+    [
+        ({"statistic": "arms/armed-pairs16/mean"}, "causal", "expected {experiment, statistic"),
+        ({"experiment": "x", "statistic": "a/b", "rule": "within"}, "causal.rule", "unknown key"),
+    ],
+)
+def test_a_bad_causal_block_fails_naming_the_key(block, key, problem) -> None:
+    with pytest.raises(C.ClaimError, match=rf"claim toy_claim: {re.escape(key)}: {problem}"):
+        parse(claim(causal=block))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from arbench.report.experiment import experiment_stats
-from arbench.report.tables import TEMPLATES, fmt_p, latex_escape, render
+from arbench.report.tables import TEMPLATES, fmt_cell, fmt_p, latex_escape, render
 
 
 def test_latex_escape_and_p_formats() -> None:
@@ -13,6 +13,8 @@ def test_latex_escape_and_p_formats() -> None:
     assert latex_escape("x^2~{y}") == r"x\^{}2\textasciitilde{}\{y\}"
     assert latex_escape("k->v, p <= 1") == r"k-\textgreater{}v, p \textless{}= 1"
     assert fmt_p(0.5) == "0.500" and fmt_p(0.0042) == "0.0042" and fmt_p(1e-6) == "<0.0001"
+    assert fmt_cell(True) == "yes" and fmt_cell("delta_rule") == r"delta\_rule"
+    assert fmt_cell({"merge": "average", "pairs": 8}) == "merge=average, pairs=8"
 
 
 def test_bars_table_rows_contrasts_and_source(bars_experiment, bars_evals) -> None:

@@ -12,11 +12,14 @@ from arbench.tasks import IGNORE, build_task
 from arbench.tasks.base import save_eval_set, stream_rng
 from arbench.tasks.paper_mqar import (
     PaperMQARConfig,
+    derangements,
     floors,
     generate,
     heldout,
     no_binding_self_test,
     oracle_check,
+    rebind,
+    rebinding_self_test,
 )
 
 CFGS = [
@@ -274,3 +277,65 @@ def test_adapter_streams_validates_and_evaluates_without_the_mask(tmp_path) -> N
     assert scores["accuracy"] == 1.0 and scores["supervised"] == 300
     assert accuracy(_Lookup(task.cfg), held_out.tokens, held_out.targets)["accuracy"] == 0.0
     assert task.floors() == floors(task.cfg)
+
+
+def test_derangements_have_no_fixed_point_and_are_uniform() -> None:
+    rng = np.random.default_rng(0)
+    perm = derangements(30000, 3, rng)
+    assert (np.sort(perm, 1) == np.arange(3)).all() and not (perm == np.arange(3)).any()
+    # the two derangements of 3 items, (1 2 0) and (2 0 1), about equally often
+    share = (perm[:, 0] == 1).mean()
+    assert abs(share - 0.5) < 0.02
+    with pytest.raises(ValueError, match="at least 2"):
+        derangements(4, 1, rng)
+
+
+def test_rebinding_moves_every_value_and_keeps_the_original_answer() -> None:
+    cfg = PaperMQARConfig(pairs=8)
+    held_out = heldout(cfg, 500)
+    control = rebind(held_out, cfg, stream_rng(0, 0, purpose=3))
+    K = cfg.pairs
+    assert (control.targets == held_out.targets).all()
+    assert (control.tokens[:, 0 : 2 * K : 2] == held_out.tokens[:, 0 : 2 * K : 2]).all()
+    assert (control.tokens[:, 2 * K :] == held_out.tokens[:, 2 * K :]).all()
+    test = rebinding_self_test(held_out, cfg)
+    assert test["ok"] and test["problems"] == [], test
+    assert floors(cfg)["rebound_binder"] == pytest.approx(1 / cfg.n_values)
+
+
+@pytest.mark.parametrize("kind", ["identity", "answer kept", "query moved"])
+def test_rebinding_self_test_catches_a_broken_control(kind: str, monkeypatch) -> None:
+    """A control that leaves the table alone, keeps the asked pair's value, or moves the
+    query fails the self-test."""
+    import arbench.tasks.paper_mqar as pm
+
+    cfg = PaperMQARConfig()
+    held_out = heldout(cfg, 2000)
+    K = cfg.pairs
+    real = pm.rebind
+
+    def broken(batch, cfg, rng):
+        tokens = batch.tokens.copy()
+        if kind == "answer kept":
+            tokens = real(batch, cfg, rng).tokens
+            rows = np.arange(len(batch))
+            asked = batch.tokens[:, 2 * K] - 5
+            tokens[rows, 2 * asked + 1] = batch.tokens[rows, 2 * asked + 1]
+        elif kind == "query moved":
+            tokens = real(batch, cfg, rng).tokens
+            tokens[:, 2 * K] = 5 + (tokens[:, 2 * K] - 4) % K
+        return pm.Batch(tokens=tokens, targets=batch.targets.copy())
+
+    monkeypatch.setattr(pm, "rebind", broken)
+    assert not rebinding_self_test(held_out, cfg)["ok"]
+
+
+def test_the_evaluator_scores_the_rebinding_control(tmp_path) -> None:
+    """A lookup model (a perfect binder) scores 1.0 held out and the 1/V floor on the
+    control, against the original answers."""
+    task = build_task({"name": "paper_mqar", "pairs": 8}, tmp_path)
+    save_eval_set(task.eval_set(2000), tmp_path / "eval.npz")
+    scores = task.evaluate(_Lookup(task.cfg), rebinding=True)
+    assert scores["accuracy"] == 1.0
+    floor = floors(task.cfg)["rebound_binder"]
+    assert abs(scores["rebinding_accuracy"] - floor) < 5 * (floor * (1 - floor) / 2000) ** 0.5

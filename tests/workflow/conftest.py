@@ -18,6 +18,7 @@ COPY = [
     "Snakefile",
     "config.yaml",
     "claims.yaml",
+    "references",  # the sources' per-seed results an experiment's table sets beside its own
     "paper",
     "rules",
     "scripts",

@@ -40,10 +40,10 @@ def test_the_smoke_dag_runs_every_rule_and_path_in_few_jobs(sm) -> None:
     assert rules.returncode == proc.returncode == 0, proc.stderr[-3000:]
     counts = {r: int(n) for r, n in re.findall(r"^(\w+)\s+(\d+)$", proc.stdout, flags=re.M)}
     assert set(rules.stdout.split()) - OPT_IN == set(counts) - {"total"}, counts
-    # 67 trainings, 80 evaluations, 276 jobs on a machine without mamba_ssm (its fused arms
-    # skipped; the paper recipe's three reference cells added 3, 3 and 11); 84, 96 and 312
-    # before the cut
-    assert counts["train"] <= 70 and counts["evaluate"] <= 85 and counts["total"] <= 280, counts
+    # 72 trainings, 85 evaluations, 286 jobs on a machine without mamba_ssm (its fused arms
+    # skipped; the paper recipe's reference cells added 3, 3 and 11, Table 1's claim arms 5,
+    # 5 and 10 more); 84, 96 and 312 before the cut
+    assert counts["train"] <= 75 and counts["evaluate"] <= 88 and counts["total"] <= 290, counts
 
     def shape(scale: str) -> dict[str, set[str]]:
         plan = Plan(config.load(ROOT / "config.yaml", scale=scale))

@@ -21,6 +21,7 @@ from arbench.experiment import (
     BLOCKS,
     CELL_FAMILIES,
     EVAL_PREFIX,
+    SEEDS_DEFAULT,
     Run,
     block_of,
     cell_options_of,
@@ -503,6 +504,52 @@ def _check_spread(where: str, task: Any, train: dict[str, Any], spec: dict[str, 
         raise ConfigError(f"{where}: {e}") from None
 
 
+def _check_seeds(where: str, exp: dict[str, Any]) -> None:
+    """A per-arm ``seeds`` mapping names arms of the experiment (or ``default``) and gives
+    every arm a count: one it names, or the default."""
+    seeds = exp["seeds"]
+    if not isinstance(seeds, dict):
+        return
+    for key in seeds:
+        if key != SEEDS_DEFAULT and key not in exp["arms"]:
+            raise ConfigError(
+                f"{where}.seeds.{key}: not an arm of the experiment (nor {SEEDS_DEFAULT!r}); "
+                f"arms: {sorted(exp['arms'])}"
+            )
+    if SEEDS_DEFAULT in exp["arms"]:
+        raise ConfigError(
+            f"{where}.arms.{SEEDS_DEFAULT}: the name is reserved for the seeds mapping's default"
+        )
+    missing = [arm for arm in exp["arms"] if arm not in seeds]
+    if missing and SEEDS_DEFAULT not in seeds:
+        raise ConfigError(
+            f"{where}.seeds: no count for arm {missing[0]!r}; name it or give {SEEDS_DEFAULT!r}"
+        )
+
+
+def _check_source_results(where: str, exp: dict[str, Any]) -> None:
+    """An experiment's ``reference`` names a file that exists and a set of it that shares at
+    least one arm name with the experiment (what its table puts side by side)."""
+    from arbench.report.reference import load_set
+
+    ref = exp.get("reference")
+    if not ref:
+        return
+    path = Path(ref["file"])
+    path = path if path.is_absolute() else Path(__file__).resolve().parents[3] / path
+    if not path.is_file():
+        raise ConfigError(f"{where}.reference.file: no file {ref['file']!r}")
+    try:
+        entry = load_set(path, ref["set"])
+    except KeyError as e:
+        raise ConfigError(f"{where}.reference.set: {e.args[0]}") from None
+    if not set(entry.get("arms") or {}) & set(exp["arms"]):
+        raise ConfigError(
+            f"{where}.reference.set: {ref['set']!r} has none of the experiment's arms "
+            f"(it has {sorted(entry.get('arms') or {})})"
+        )
+
+
 def semantic_checks(cfg: dict[str, Any]) -> None:
     """Checks a schema cannot express; raise ConfigError naming the key."""
     from arbench.tasks import build_task, task_class
@@ -515,6 +562,8 @@ def semantic_checks(cfg: dict[str, Any]) -> None:
             raise ConfigError(f"{where}: its held-out set would share release {name!r}'s folder")
         for arm in exp["arms"]:
             _check_task_block(where, exp, arm)
+        _check_seeds(where, exp)
+        _check_source_results(where, exp)
         if exp.get("grid"):
             _check_grid(where, exp)
         rows = runs_of(name, exp)  # every check below reads these, built once

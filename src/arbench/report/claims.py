@@ -84,7 +84,11 @@ KEYS = {
     "skip_missing",
     "refs",
     "note",
+    "causal",
 }
+# what a claim's ``causal`` block may set: the same claim read off the causal recipe's
+# experiment (today's harness), whose verdict is the report's "holds under the causal recipe"
+CAUSAL_KEYS = {"experiment", "statistic", "p", "n", "note"}
 TOP_KEYS = {"alpha", "sources", "pending_experiments", "claims"}
 ID = re.compile(r"^[a-z][a-z0-9_]*$")
 SEGMENT = re.compile(r"^([^\[\]]*)((?:\[[^\[\]]*\])*)$")
@@ -302,6 +306,7 @@ class Claim:
     skip_missing: bool = False
     refs: tuple[str, ...] | None = None
     note: str = ""
+    causal: Claim | None = None  # the same claim read off the causal recipe's experiment
 
     @property
     def source_name(self) -> str:
@@ -478,6 +483,18 @@ def _parse_claim(entry: Any, index: int, alpha: float, sources: Sequence[str], w
             raise fail(key, "expected true or false")
     if "n" in entry:
         _paths(cid, "n", entry["n"], where)
+    causal = None
+    if "causal" in entry:
+        block = entry["causal"]
+        if not isinstance(block, Mapping) or not {"experiment", "statistic"} <= set(block):
+            raise fail("causal", "expected {experiment, statistic[, p, n, note]}")
+        extra = sorted(set(block) - CAUSAL_KEYS)
+        if extra:
+            raise fail(f"causal.{extra[0]}", f"unknown key; allowed {sorted(CAUSAL_KEYS)}")
+        if "experiment" not in entry:
+            raise fail("causal", "only an experiment's claim has a causal-recipe reading")
+        own = {k: v for k, v in entry.items() if k not in ("causal", "p", "n", "note", "refs")}
+        causal = _parse_claim({**own, **block}, index, alpha, sources, where)
     return Claim(
         id=cid,
         claim=" ".join(entry["claim"].split()),
@@ -506,6 +523,7 @@ def _parse_claim(entry: Any, index: int, alpha: float, sources: Sequence[str], w
         skip_missing=entry.get("skip_missing", False),
         refs=tuple(refs) if refs is not None else None,
         note=" ".join(str(entry.get("note", "")).split()),
+        causal=causal,
     )
 
 
@@ -529,26 +547,34 @@ def planned_stats(claims: ClaimsFile, plan: Any) -> dict[str, str | None]:
     or the release or its file is not planned."""
     out: dict[str, str | None] = {}
     for c in claims.claims:
-        if c.experiment:
-            block = plan.cfg.get(c.experiment)
-            known = c.experiment in plan.experiments or (
-                c.experiment not in ("experiments", "releases", "scales")
-                and isinstance(block, Mapping)
-            )
-            out[c.id] = c.stats_path() if known else None
-        else:
-            planned = None
-            if c.release in plan.releases:
-                root = plan.release_dir(c.release)
-                files = [
-                    *plan.release_sidecars(c.release),
-                    *plan.release_index_files(c.release),
-                    f"{root}/oracle_report.json",
-                ]
-                full = f"{plan.root}/{c.stats_path()}"
-                planned = c.stats_path() if full in files else None
-            out[c.id] = planned
+        out[c.id] = _planned(c, plan)
+        if c.causal is not None:
+            out[causal_key(c)] = _planned(c.causal, plan)
     return out
+
+
+def causal_key(claim: Claim) -> str:
+    """The key of a claim's causal-recipe reading in `planned_stats`' answer."""
+    return f"{claim.id}/causal"
+
+
+def _planned(c: Claim, plan: Any) -> str | None:
+    """The stats file this config produces for one claim (or reading), None if none."""
+    if c.experiment:
+        block = plan.cfg.get(c.experiment)
+        known = c.experiment in plan.experiments or (
+            c.experiment not in ("experiments", "releases", "scales") and isinstance(block, Mapping)
+        )
+        return c.stats_path() if known else None
+    if c.release not in plan.releases:
+        return None
+    root = plan.release_dir(c.release)
+    files = [
+        *plan.release_sidecars(c.release),
+        *plan.release_index_files(c.release),
+        f"{root}/oracle_report.json",
+    ]
+    return c.stats_path() if f"{plan.root}/{c.stats_path()}" in files else None
 
 
 def planned_for(claims_path: str | Path, plan: Any) -> dict[str, str | None]:
@@ -584,6 +610,7 @@ class Result:
     refs: list[str] = field(default_factory=list)
     stats_path: str = ""
     rho: float | None = None  # a rank correlation's Spearman rho
+    causal: Result | None = None  # the verdict of the claim's causal-recipe reading
 
 
 def _reduce(how: str | None, values: list[Any], cid: str) -> list[Any]:
@@ -801,26 +828,31 @@ def evaluate(
     it exists. A claim on an unplanned experiment or an absent file is "not run"."""
     root = Path(root)
     cache: dict[str, Any] = {}
-    results = []
-    for claim in claims.claims:
-        path = claim.stats_path() if planned is None else planned.get(claim.id)
+
+    def one(claim: Claim, key: str) -> Result:
+        path = claim.stats_path() if planned is None else planned.get(key)
         if path is None:
             why = claims.pending.get(claim.source_name)
             what = "experiment" if claim.experiment else "release"
             reason = f"{what} {claim.source_name} is not in the config" + (
                 f" ({why})" if why else ""
             )
-            results.append(Result(claim, NOT_RUN, scale=scale, reason=reason))
-            continue
+            return Result(claim, NOT_RUN, scale=scale, reason=reason)
         if path not in cache:
             file = root / path
             cache[path] = json.loads(file.read_text()) if file.exists() else None
         if cache[path] is None:
-            results.append(Result(claim, NOT_RUN, scale=scale, reason=f"no {path} at this scale"))
-            continue
+            return Result(claim, NOT_RUN, scale=scale, reason=f"no {path} at this scale")
         res = evaluate_claim(claim, cache[path], scale)
         res.stats_path = path
         res.refs = default_refs(claim)
+        return res
+
+    results = []
+    for claim in claims.claims:
+        res = one(claim, claim.id)
+        if claim.causal is not None:
+            res.causal = one(claim.causal, causal_key(claim))
         results.append(res)
     return results
 
@@ -866,7 +898,8 @@ def _signed(claim: Claim) -> bool:
 
 
 def row(res: Result) -> dict[str, Any]:
-    """The display strings of one result (what both templates print)."""
+    """The display strings of one result (what both templates print); a claim with a
+    causal-recipe reading carries that reading's row as ``causal``."""
     c = res.claim
     if res.verdict == NOT_RUN and not res.values:
         ours = "--"
@@ -916,6 +949,7 @@ def row(res: Result) -> dict[str, Any]:
         "where": c.source_name,
         "stats": res.stats_path,
         "refs": res.refs,
+        "causal": row(res.causal) if res.causal is not None else None,
     }
 
 

@@ -17,6 +17,7 @@ import numpy as np
 from arbench.experiment import BLOCKS, grid_default, run_arm_name, runs_of, value_label
 from arbench.report import frontier, kvbench
 from arbench.report.layouts import layout_of
+from arbench.report.reference import annotate as annotate_reference
 from arbench.stats import compare_lock_in, contrast, describe
 from arbench.tasks import build_task
 
@@ -45,6 +46,7 @@ def experiment_stats(
     layout: str,
     curves: dict[tuple[str, int], list[dict[str, Any]]] | None = None,
     self_tests: dict[str, dict[str, Any]] | None = None,
+    reference: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Per-run-arm summaries, single-knob contrasts (at every grid value) and floors.
 
@@ -54,8 +56,11 @@ def experiment_stats(
     (run arm, seed)'s training metric lines, go with their arm (the "lockin" figure draws
     one line per seed). ``self_tests``, each run arm's data self-test results as its oracle
     report recorded them, give the "frontier" layout the random filler's key repeats.
+    ``reference``, a set of the sources' per-seed results (`arbench.report.reference`), puts
+    the source's seeds beside each arm and its difference beside each contrast.
     """
     threshold = exp.get("lock_in_threshold", 0.9)
+    above = exp.get("lock_in_above")
     factor = exp.get("chance_factor", CHANCE_FACTOR)
     by_arm: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for ev in evals:
@@ -73,6 +78,8 @@ def experiment_stats(
         floors = task.floors()
         floors_of.setdefault(value_label(value), floors)
         arms[run_arm] = _arm_summary(runs, i, threshold, chance_threshold(floors, factor))
+        if above is not None:
+            arms[run_arm]["lock_in_above"] = int(sum(s > above for s in arms[run_arm]["scores"]))
         arms[run_arm].update(
             arm=arm,
             value=value,
@@ -106,6 +113,7 @@ def experiment_stats(
         "train": exp["train"],
         "eval_examples": exp["eval"]["examples"],
         "lock_in_threshold": threshold,
+        "lock_in_above": above,
         "chance_factor": factor,
         "no_binding_factor": NO_BINDING_FACTOR,
         "state_sizes_per_layer": states,
@@ -119,6 +127,8 @@ def experiment_stats(
         "rebinding": any("rebinding" in a for a in arms.values()),
         "skipped": exp.get("skipped", {"arms": {}, "contrasts": []}),
     }
+    if reference is not None:
+        annotate_reference(out, reference)
     if grid:
         out["grid"] = _grid(exp, arms, floors_of, threshold)
     sections = layout_of(layout).sections

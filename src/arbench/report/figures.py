@@ -29,6 +29,36 @@ def bars_with_seeds(stats: dict[str, Any], outputs: list[str | Path]) -> None:
     for i, a in enumerate(arms):
         s = stats["arms"][a]["scores"]
         ax.scatter(i + jitter.uniform(-0.18, 0.18, len(s)), s, s=14, color="black", zorder=3)
+    # the source's own seeds, where the experiment names a reference set: open diamonds right
+    # of each bar and a bar-wide tick at their mean
+    ref = [
+        (i, stats["arms"][a]["reference"])
+        for i, a in enumerate(arms)
+        if "reference" in stats["arms"][a]
+    ]
+    for j, (i, r) in enumerate(ref):
+        xs = i + 0.3 + jitter.uniform(-0.05, 0.05, r["n"])
+        label = f"paper's seeds ({stats['reference']['name']})" if j == 0 else None
+        ax.scatter(
+            xs,
+            r["scores"],
+            s=12,
+            marker="D",
+            facecolors="none",
+            edgecolors="#C44E52",
+            linewidths=0.7,
+            zorder=3,
+            label=label,
+        )
+        ax.hlines(
+            r["mean"],
+            i - 0.35,
+            i + 0.35,
+            color="#C44E52",
+            linewidth=1.2,
+            zorder=4,
+            label="paper's mean" if j == 0 else None,
+        )
     floors = stats["floors"]
     for key, label, style in (  # the floors the task provides (value_marginal always)
         ("value_marginal", "value-marginal floor", ":"),

@@ -32,9 +32,12 @@ def latex_escape(value: Any) -> str:
 
 
 def fmt_cell(value: Any) -> str:
-    """Table cell for an arm's knob: booleans as yes/no, the rest escaped."""
+    """Table cell for an arm's knob: booleans as yes/no, a block the arm changes (its
+    ``model`` or ``task``) as key=value pairs, the rest escaped."""
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if isinstance(value, dict):
+        return ", ".join(f"{latex_escape(k)}={fmt_cell(v)}" for k, v in value.items())
     return latex_escape(value)
 
 

@@ -265,7 +265,7 @@ def stream_rng(seed: int, step: int, purpose: int = 0) -> np.random.Generator:
     """Generator for one batch: a pure function of (purpose, seed, step).
 
     Training draws purpose 0; held-out evaluation sets draw purpose 1 (and controls derived
-    from them purpose 2), so the seed ranges never overlap.
+    from them purpose 2, a task's second control 3), so the seed ranges never overlap.
     """
     return np.random.default_rng(np.random.SeedSequence([purpose, seed, step]))
 

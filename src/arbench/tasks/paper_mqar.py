@@ -187,6 +187,80 @@ def oracle_check(tokens: np.ndarray, targets: np.ndarray, cfg: PaperMQARConfig) 
     return problems
 
 
+# --------------------------------------------------------------------------- rebinding
+
+
+def derangements(n: int, k: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` permutations of ``range(k)`` with no fixed point, uniform over derangements
+    (rejection: a row with a fixed point is redrawn, about e draws per row); (n, k)."""
+    if k < 2:
+        raise ValueError(f"a derangement needs at least 2 items, got {k}")
+    perm = np.argsort(rng.random((n, k)), axis=1)
+    redo = (perm == np.arange(k)).any(axis=1)
+    while redo.any():
+        perm[redo] = np.argsort(rng.random((int(redo.sum()), k)), axis=1)
+        redo = (perm == np.arange(k)).any(axis=1)
+    return perm
+
+
+def rebind(batch: Batch, cfg: PaperMQARConfig, rng: np.random.Generator) -> Batch:
+    """The paper's rebinding control (``--rebind-eval``; the hardened script's derangement):
+    each table's values moved to other keys by a random derangement (from ``rng``), the query
+    and every target left as they were, i.e. scored against the **original** answer.
+
+    A model that reads the binding in context now answers the value the query key holds in
+    the rebound table, which equals the original only when two pairs drew the same value
+    (1/V, the ``rebound_binder`` floor); a model that scores on the control as on the
+    held-out set is not reading the table's binding.
+    """
+    K = cfg.pairs
+    tokens = batch.tokens.copy()
+    values = tokens[:, 1 : 2 * K : 2]
+    tokens[:, 1 : 2 * K : 2] = np.take_along_axis(values, derangements(len(batch), K, rng), 1)
+    return Batch(tokens=tokens, targets=batch.targets.copy())
+
+
+def rebinding_set(held_out: Batch, cfg: PaperMQARConfig) -> Batch:
+    """The held-out set's rebinding control, drawn from its own seed range (purpose 3)."""
+    return rebind(held_out, cfg, stream_rng(0, 0, purpose=3))
+
+
+def rebinding_self_test(
+    held_out: Batch, cfg: PaperMQARConfig, tolerance_se: float = 5.0
+) -> dict[str, Any]:
+    """Check the control does what it claims: keys, query, MASK, slack and each row's values
+    (as a multiset) are unchanged, no pair keeps its value slot, and a binder (the value the
+    query key holds in the rebound table) scores the ``rebound_binder`` floor against the
+    original targets (within ``tolerance_se`` standard errors)."""
+    K = cfg.pairs
+    control = rebinding_set(held_out, cfg)
+    values = slice(1, 2 * K, 2)
+    rest = np.ones(cfg.length, dtype=bool)
+    rest[values] = False
+    problems = []
+    if not np.array_equal(control.tokens[:, rest], held_out.tokens[:, rest]):
+        problems.append("the control changed a token outside the table's values")
+    if not np.array_equal(
+        np.sort(control.tokens[:, values], 1), np.sort(held_out.tokens[:, values], 1)
+    ):
+        problems.append("the control changed a row's multiset of values")
+    if not np.array_equal(control.targets, held_out.targets):
+        problems.append("the control changed a target")
+    rows = np.arange(len(held_out))
+    asked = held_out.tokens[:, cfg.query_position] - FIRST_ID
+    binder = control.tokens[rows, 2 * asked + 1]
+    score = float((binder == held_out.targets[:, cfg.answer_position]).mean())
+    floor = floors(cfg)["rebound_binder"]
+    se = math.sqrt(floor * (1 - floor) / max(len(rows), 1))
+    return {
+        "ok": bool(not problems and abs(score - floor) <= tolerance_se * se),
+        "binder_accuracy": score,
+        "rebound_binder_floor": floor,
+        "tolerance": tolerance_se * se,
+        "problems": problems,
+    }
+
+
 # --------------------------------------------------------------------------- floors
 
 
@@ -198,6 +272,8 @@ def floors(cfg: PaperMQARConfig) -> dict[str, float]:
       uniformly chosen table pair: 1/K + (K-1)/(K V), since values repeat.
     * best_no_binding: answer the most frequent value of the table, E[max count]/K.
     * table: name the right pair of the table by chance, 1/K.
+    * rebound_binder: a perfect binder on the rebinding control (`rebind`), scored against
+      the original answer: another pair's value equals it with probability 1/V.
     """
     K, V = cfg.pairs, cfg.n_values
     return {
@@ -205,6 +281,7 @@ def floors(cfg: PaperMQARConfig) -> dict[str, float]:
         "uniform_pair_no_binding": uniform_pair_hit(K, V),
         "best_no_binding": _expected_max_count(K, V) / K,
         "table": 1.0 / K,
+        "rebound_binder": 1.0 / V,
     }
 
 
@@ -256,12 +333,26 @@ class PaperMQARTask(ConfigTask):
         return self.cfg.length
 
     def self_tests(self, held_out: Batch) -> dict[str, dict[str, Any]]:
-        return {"no_binding": no_binding_self_test(held_out, self.cfg)}
+        tests = {"no_binding": no_binding_self_test(held_out, self.cfg)}
+        if self.cfg.pairs >= 2:
+            tests["rebinding"] = rebinding_self_test(held_out, self.cfg)
+        return tests
 
-    def evaluate(self, model: Any, examples: int | None = None) -> dict[str, Any]:
+    def evaluate(
+        self, model: Any, examples: int | None = None, rebinding: bool = False
+    ) -> dict[str, Any]:
         """Held-out accuracy on the stored evaluation set (all of it; ``examples`` is the count
-        the set was written with), the MASK excluded from the argmax."""
+        the set was written with), the MASK excluded from the argmax; with ``rebinding``, also
+        the accuracy on its rebinding control against the original answers (`rebind`), as
+        ``rebinding_accuracy``."""
         from arbench.evaluate.recall import accuracy
 
         held_out = self.held_out()
-        return accuracy(model, held_out.tokens, held_out.targets, exclude=self.never_predicted())
+        never = self.never_predicted()
+        scores = accuracy(model, held_out.tokens, held_out.targets, exclude=never)
+        if rebinding:
+            control = rebinding_set(held_out, self.cfg)
+            scores["rebinding_accuracy"] = accuracy(
+                model, control.tokens, control.targets, exclude=never
+            )["accuracy"]
+        return scores

@@ -1,0 +1,74 @@
+"""The sources' own per-seed results beside ours: a reference file and what stats make of it.
+
+A reference file (``references/*.yaml``) holds, per named set, each arm's held-out accuracy
+by seed as the source's result files store them (`load_set`); an experiment's ``reference``
+block names the file and the set whose arms share its arms' names. `annotate` adds, to every
+arm the set has, the source's seeds, mean and range, and to every contrast whose two arms it
+has, the source's difference of means, so the table can print each of our seeds beside the
+paper's mean and range and each toggle beside the paper's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+
+def load_set(path: str | Path, name: str) -> dict[str, Any]:
+    """One set of a reference file, with the file's provenance (repository, commit, file
+    pattern); a missing set fails naming the file and the sets it has."""
+    data = yaml.safe_load(Path(path).read_text())
+    sets = data.get("sets") or {}
+    if name not in sets:
+        raise KeyError(f"{path}: no set {name!r}; sets: {sorted(sets)}")
+    entry = dict(sets[name])
+    entry.setdefault("repository", data.get("repository"))
+    entry.setdefault("commit", data.get("commit"))
+    entry["name"] = name
+    return entry
+
+
+def summarise(scores: dict[Any, float], lock_in: float, above: float | None) -> dict[str, Any]:
+    """A source arm's seeds (sorted), their mean, sd, range and lock-in counts."""
+    seeds = sorted(scores, key=int)
+    values = [float(scores[s]) for s in seeds]
+    out = {
+        "seeds": [int(s) for s in seeds],
+        "scores": values,
+        "n": len(values),
+        "mean": float(np.mean(values)),
+        "sd": float(np.std(values, ddof=1)) if len(values) > 1 else 0.0,
+        "min": float(min(values)),
+        "max": float(max(values)),
+        "lock_in": int(sum(v >= lock_in for v in values)),
+    }
+    if above is not None:
+        out["lock_in_above"] = int(sum(v > above for v in values))
+    return out
+
+
+def annotate(stats: dict[str, Any], reference: dict[str, Any]) -> None:
+    """Add the source's side, in place: ``reference`` on every arm the set has (and its
+    rebinding control where the set records one), ``reference_diff`` on every contrast
+    whose arms it has, and the set's provenance as ``stats["reference"]``."""
+    lock_in = stats["lock_in_threshold"]
+    above = stats.get("lock_in_above")
+    arms = reference.get("arms") or {}
+    rebind = reference.get("rebind") or {}
+    for name, arm in stats["arms"].items():
+        key = arm.get("arm", name)
+        if key in arms:
+            arm["reference"] = summarise(arms[key], lock_in, above)
+            if key in rebind:
+                arm["reference"]["rebinding"] = summarise(rebind[key], lock_in, above)
+    for c in stats["contrasts"]:
+        a, b = arms.get(c["a"]), arms.get(c["b"])
+        if a and b:
+            c["reference_diff"] = float(np.mean(list(a.values())) - np.mean(list(b.values())))
+    stats["reference"] = {
+        k: reference.get(k)
+        for k in ("name", "description", "repository", "commit", "folder", "file", "field")
+    }

@@ -1,0 +1,88 @@
+"""The sources' per-seed results beside ours (arbench.report.reference): loading a set,
+its summaries, the contrasts' source differences, and the bars table and figure that show
+them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from arbench.report.experiment import experiment_stats
+from arbench.report.figures import bars_with_seeds
+from arbench.report.reference import load_set, summarise
+from arbench.report.tables import TEMPLATES, render
+
+SET = {
+    "description": "a toy set",
+    "folder": "results/probe",
+    "file": "{arm}_seed{seed}.json",
+    "field": "eval_accuracy",
+    "arms": {"armed": {0: 0.99, 1: 0.97, 2: 0.5}, "plain": {0: 0.2, 1: 0.85}},
+}
+
+
+@pytest.fixture
+def reference_file(tmp_path: Path) -> Path:
+    path = tmp_path / "ref.yaml"
+    doc = {"repository": "owner/repo", "commit": "a" * 40, "sets": {"toy": SET}}
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def test_a_set_carries_the_files_provenance(reference_file: Path) -> None:
+    entry = load_set(reference_file, "toy")
+    assert entry["repository"] == "owner/repo" and entry["commit"] == "a" * 40
+    assert entry["name"] == "toy" and entry["arms"]["plain"] == {0: 0.2, 1: 0.85}
+    with pytest.raises(KeyError, match=r"no set 'toi'; sets: \['toy'\]"):
+        load_set(reference_file, "toi")
+
+
+def test_summary_mean_range_and_both_lock_in_counts() -> None:
+    s = summarise({"2": 0.5, "0": 0.99, "1": 0.9}, lock_in=0.9, above=0.8)
+    assert s["seeds"] == [0, 1, 2] and s["scores"] == [0.99, 0.9, 0.5]
+    assert s["mean"] == pytest.approx(0.7966666) and (s["min"], s["max"]) == (0.5, 0.99)
+    assert (s["lock_in"], s["lock_in_above"], s["n"]) == (2, 2, 3)
+    assert "lock_in_above" not in summarise({0: 0.85}, lock_in=0.9, above=None)
+
+
+def test_stats_table_and_figure_show_the_source_beside_ours(
+    bars_experiment, bars_evals, reference_file: Path, tmp_path: Path
+) -> None:
+    exp = {**bars_experiment, "lock_in_above": 0.8}
+    stats = experiment_stats(
+        "x", exp, bars_evals, "paper", "bars", reference=load_set(reference_file, "toy")
+    )
+    armed, plain = stats["arms"]["armed"], stats["arms"]["plain"]
+    assert armed["reference"]["n"] == 3 and armed["reference"]["lock_in"] == 2
+    assert plain["reference"]["lock_in_above"] == 1
+    assert armed["lock_in_above"] == sum(s > 0.8 for s in armed["scores"])
+    (c,) = stats["contrasts"]
+    assert c["reference_diff"] == pytest.approx((0.99 + 0.97 + 0.5) / 3 - (0.2 + 0.85) / 2)
+    tex = render(TEMPLATES / "bars.tex.j2", source="s.json", **stats)
+    assert "paper [range]" in tex and "paper $\\Delta$" in tex
+    assert f"${armed['reference']['mean']:.3f}$ {{\\scriptsize [0.500, 0.990]}}" in tex
+    assert f"${c['reference_diff']:+.3f}$" in tex
+    assert "owner/repo" in tex and "\\texttt{aaaaaaaa}" in tex
+    assert "after the comma: seeds scoring $> 0.8$" in tex
+    assert ", ".join(str(round(s, 3)) for s in armed["scores"]) in tex  # every seed of ours
+    # without a reference the table has none of it
+    bare = render(
+        TEMPLATES / "bars.tex.j2",
+        source="s.json",
+        **experiment_stats("x", bars_experiment, bars_evals, "demo", "bars"),
+    )
+    assert "paper [range]" not in bare and "Paper:" not in bare and "after the comma" not in bare
+    out = tmp_path / "fig.png"
+    bars_with_seeds(stats, [out])
+    assert out.stat().st_size > 1000
+
+
+def test_the_table_with_a_reference_compiles(
+    bars_experiment, bars_evals, reference_file: Path, compile_tex, tmp_path: Path
+) -> None:
+    stats = experiment_stats(
+        "x", bars_experiment, bars_evals, "paper", "bars", reference=load_set(reference_file, "toy")
+    )
+    compile_tex(render(TEMPLATES / "bars.tex.j2", source="s.json", **stats), tmp_path, "ref")
