@@ -25,7 +25,10 @@ ROOT = Path(__file__).resolve().parents[1]
 # 20 s), under a lock so that parallel test processes never race dpkg; only where installing
 # is impossible does such a test skip, saying why.
 
-MINIMAL = "\\documentclass{article}\\usepackage{booktabs}\\begin{document}\n%s\n\\end{document}\n"
+MINIMAL = (
+    "\\documentclass{article}\\usepackage{booktabs}\\usepackage{graphicx}"
+    "\\begin{document}\n%s\n\\end{document}\n"
+)
 APT_LOCK = Path("/tmp/arbench-tests-apt.lock")  # shared by every test process of this machine
 
 

@@ -86,3 +86,26 @@ def test_the_table_with_a_reference_compiles(
         "x", bars_experiment, bars_evals, "paper", "bars", reference=load_set(reference_file, "toy")
     )
     compile_tex(render(TEMPLATES / "bars.tex.j2", source="s.json", **stats), tmp_path, "ref")
+
+
+def test_an_arm_on_its_own_task_gets_no_reference(
+    bars_experiment, bars_evals, reference_file: Path
+) -> None:
+    """The set is the experiment's task's: an arm with a task block of its own (the demo's
+    K = 8 arms) is shown without it, and so is any contrast it is in."""
+    arms = {
+        **bars_experiment["arms"],
+        "plain": {"cell": "delta_rule", "conv": False, "task": {"pairs": 2}},
+    }
+    stats = experiment_stats(
+        "x",
+        {**bars_experiment, "arms": arms},
+        bars_evals,
+        "paper",
+        "bars",
+        reference=load_set(reference_file, "toy"),
+    )
+    assert "reference" in stats["arms"]["armed"] and "reference" not in stats["arms"]["plain"]
+    assert "reference_diff" not in stats["contrasts"][0]
+    tex = render(TEMPLATES / "bars.tex.j2", source="s.json", **stats)
+    assert tex.index("texttt{armed}") < tex.index("texttt{plain}")  # the config's order

@@ -17,8 +17,9 @@ from arbench.report.kvbench import mean_curve  # noqa: E402
 
 
 def bars_with_seeds(stats: dict[str, Any], outputs: list[str | Path]) -> None:
-    """Draw an experiment's per-arm accuracies and save to every path in ``outputs``."""
-    arms = list(stats["arms"])
+    """Draw an experiment's per-arm accuracies and save to every path in ``outputs``; an arm
+    on its own task setting is labelled with it (``K=8``)."""
+    arms = stats.get("arm_order") or list(stats["arms"])
     fig, ax = plt.subplots(figsize=(max(5.0, 0.8 * len(arms) + 1.5), 3.4))
     x = np.arange(len(arms))
     means = [stats["arms"][a]["mean"] for a in arms]
@@ -67,7 +68,9 @@ def bars_with_seeds(stats: dict[str, Any], outputs: list[str | Path]) -> None:
     ):
         if key in floors:
             ax.axhline(floors[key], color="grey", linestyle=style, linewidth=0.9, label=label)
-    ax.set_xticks(x, [a.replace("_", "\n") for a in arms], fontsize=7)
+    own_k = {a: stats["arms"][a]["spec"].get("task", {}).get("pairs") for a in arms}
+    labels = [a.replace("_", "\n") + (f"\n(K={own_k[a]})" if own_k[a] else "") for a in arms]
+    ax.set_xticks(x, labels, fontsize=7)
     ax.set_ylim(0, 1.02)
     ax.set_ylabel("held-out accuracy")
     n = max(v["n"] for v in stats["arms"].values())

@@ -5,7 +5,8 @@ by seed as the source's result files store them (`load_set`); an experiment's ``
 block names the file and the set whose arms share its arms' names. `annotate` adds, to every
 arm the set has, the source's seeds, mean and range, and to every contrast whose two arms it
 has, the source's difference of means, so the table can print each of our seeds beside the
-paper's mean and range and each toggle beside the paper's.
+paper's mean and range and each toggle beside the paper's. An arm on a task setting of its
+own (an arm-level ``task`` block) is not the set's and gets none.
 """
 
 from __future__ import annotations
@@ -58,15 +59,16 @@ def annotate(stats: dict[str, Any], reference: dict[str, Any]) -> None:
     above = stats.get("lock_in_above")
     arms = reference.get("arms") or {}
     rebind = reference.get("rebind") or {}
+    own_task = {n for n, a in stats["arms"].items() if a.get("spec", {}).get("task")}
     for name, arm in stats["arms"].items():
         key = arm.get("arm", name)
-        if key in arms:
+        if key in arms and name not in own_task:  # the set is the experiment's task's
             arm["reference"] = summarise(arms[key], lock_in, above)
             if key in rebind:
                 arm["reference"]["rebinding"] = summarise(rebind[key], lock_in, above)
     for c in stats["contrasts"]:
         a, b = arms.get(c["a"]), arms.get(c["b"])
-        if a and b:
+        if a and b and not {c["a"], c["b"]} & own_task:
             c["reference_diff"] = float(np.mean(list(a.values())) - np.mean(list(b.values())))
     stats["reference"] = {
         k: reference.get(k)
