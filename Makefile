@@ -34,8 +34,9 @@ demo-%: $(STAMP)
 	  --rerun-incomplete --printshellcmds
 	@echo "study $* is in results/study/: its index is results/study/studies/$*.md"
 
+# the suite in $(CORES) processes (pytest-xdist); the smoke run it reads starts at once beside it
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(CORES)
 
 smoke: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES) --config scale=smoke --rerun-incomplete

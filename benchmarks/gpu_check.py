@@ -198,10 +198,14 @@ def zoo() -> dict[str, CellFactory | str]:
 
 
 def _factory(name: str) -> CellFactory:
+    # the shape is chosen first: choosing it builds candidate models, and their draws must not
+    # decide the checked cell's weights, which are seed 0's alone
+    options = cell_options(name)
+
     def make() -> SequenceMixer:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)
-            return build_cell(name, Shape().d_model, **cell_options(name))
+            return build_cell(name, Shape().d_model, **options)
 
     return make
 

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from arbench.config import load  # noqa: E402
-from arbench.report.reference import load_set  # noqa: E402
+from arbench.report.reference import load_set, summarise  # noqa: E402
 from arbench.stats import contrast  # noqa: E402
 
 
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> None:
     ours: dict[str, list[float]] = {}
     print(
         "| arm | ours, per seed (rebound) | ours mean (n) | the paper: mean [min, max] (n) "
-        "| paper lock-in >= 0.9 / > 0.8 | time per step |"
+        "| paper lock-in (threshold / above) | time per step |"
     )
     print("| --- | --- | ---: | ---: | ---: | ---: |")
     for arm in exp["arms"]:
@@ -53,12 +53,12 @@ def main(argv: list[str] | None = None) -> None:
         steps = exp["train"]["steps"]
         ms = ", ".join(f"{e['train_wall_time_s'] / steps * 1000:.0f}" for e in evs)
         mean = f"{np.mean(ours[arm]):.3f} ({len(evs)})" if evs else "--"
-        theirs = [float(v) for v in (ref["arms"].get(arm) or {}).values()]
         paper = lock = "--"
-        if theirs:
-            n = len(theirs)
-            paper = f"{np.mean(theirs):.3f} [{min(theirs):.3f}, {max(theirs):.3f}] ({n})"
-            lock = f"{sum(v >= 0.9 for v in theirs)}/{n}, {sum(v > 0.8 for v in theirs)}/{n}"
+        if ref["arms"].get(arm):
+            r = summarise(ref["arms"][arm], exp["lock_in_threshold"], exp.get("lock_in_above"))
+            n = r["n"]
+            paper = f"{r['mean']:.3f} [{r['min']:.3f}, {r['max']:.3f}] ({n})"
+            lock = f"{r['lock_in']}/{n}, {r.get('lock_in_above', '--')}/{n}"
         print(
             f"| `{arm}` | {seeds or 'not run'} | {mean} | {paper} | {lock} | "
             f"{ms + ' ms' if ms else '--'} |"

@@ -126,8 +126,9 @@ def broken_chunked(gpu_check: ModuleType, name: str, error: float):
 
 
 def test_a_wrong_chunked_form_fails(gpu_check: ModuleType) -> None:
-    """One kernel output off by 1% of the largest: the cell's outputs move by 2e-4 (mamba2,
-    whose norm and projection damp it most) to 3e-3 of their scale, above the tolerance."""
+    """One kernel output off by 1% of the largest: the check fails the cell, and already its
+    forward output is off by far more than fp32 rounding (mamba2's norm and projection damp
+    the error most: from about 2e-5 of the output's scale, with the seeded weights)."""
     budget = gpu_check.Budget(60, time.monotonic())
     families = ("delta_rule", "mamba2", "kda")
     cells = {"delta_rule": gpu_check.zoo()["delta_rule"]}
@@ -139,7 +140,8 @@ def test_a_wrong_chunked_form_fails(gpu_check: ModuleType) -> None:
     for name in families:
         row = rows[f"broken_{name}"]
         assert row["status"] == "fail" and row["worst_over_allowed"] > 1, row
-        assert row["max_rel_err"]["forward"] > gpu_check.TOLERANCE, row
+        forward = row["max_abs_err"]["forward"]
+        assert forward > gpu_check.SLACK * row["fp32_rounding"]["forward"], row
 
 
 def test_a_failing_cell_fails_the_run(gpu_check: ModuleType, monkeypatch, tmp_path) -> None:

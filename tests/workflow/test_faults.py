@@ -107,7 +107,7 @@ def _assert_same_results(rerun: Path, reference: Path) -> None:
 
 @pytest.mark.parametrize("victims", ["snakemake", "snakemake and its jobs"])
 def test_a_killed_workflow_reruns_to_identical_results(
-    tmp_path: Path, smoke_run: Path, workflow_copy, victims: str
+    tmp_path: Path, smoke_run_later, workflow_copy, victims: str
 ) -> None:
     work = workflow_copy(tmp_path / "work")
     proc = _start(work)
@@ -141,7 +141,7 @@ def test_a_killed_workflow_reruns_to_identical_results(
     finally:
         if _group_alive(pgid):
             os.killpg(pgid, signal.SIGKILL)
-    _assert_same_results(work / SMOKE, smoke_run / SMOKE)
+    _assert_same_results(work / SMOKE, smoke_run_later() / SMOKE)
     if victims != "snakemake":  # the killed run was resumed, not retrained
         resumed = [
             json.loads(p.read_text())["resumed_from_step"]

@@ -52,15 +52,22 @@ def test_a_demo_run_after_a_smoke_run_leaves_the_smoke_files_alone(
 INPUTS = "data/"
 
 
+@pytest.fixture(scope="module")
+def planning(workflow_copy, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A workflow copy to dry-run in: a forced plan needs no finished run, so these tests run
+    beside the session's smoke run instead of after it."""
+    return workflow_copy(tmp_path_factory.mktemp("planning"))
+
+
 @pytest.mark.parametrize("scale", ["demo", "smoke"])
-def test_reduced_scales_write_only_under_their_own_root(sm, smoke_run: Path, scale: str) -> None:
-    paths = _planned_paths(sm, smoke_run, "--config", f"scale={scale}")
+def test_reduced_scales_write_only_under_their_own_root(sm, planning: Path, scale: str) -> None:
+    paths = _planned_paths(sm, planning, "--config", f"scale={scale}")
     outside = [p for p in paths if not p.startswith((f"results/{scale}/", INPUTS))]
     assert not outside, outside[:5]
 
 
-def test_the_paper_scale_writes_outside_every_other_root(sm, smoke_run: Path) -> None:
-    paths = _planned_paths(sm, smoke_run)
+def test_the_paper_scale_writes_outside_every_other_root(sm, planning: Path) -> None:
+    paths = _planned_paths(sm, planning)
     assert all(p.startswith(("results/", INPUTS)) for p in paths)
     assert not [p for p in paths if p.startswith(("results/demo/", "results/smoke/"))]
     assert "results/tables/factorial.tex" in paths and "results/figures/factorial.pdf" in paths

@@ -168,7 +168,7 @@ def _same(a: Path, b: Path) -> bool:
 
 
 def test_a_smoke_training_chain_on_slurm_equals_a_local_run(
-    local_slurm, smoke_run: Path, tmp_path: Path, workflow_copy
+    local_slurm, smoke_run_later, tmp_path: Path, workflow_copy
 ) -> None:
     """One smoke experiment's table through --profile profiles/slurm on a real single-node
     SLURM, its held-out data built locally first: every training and evaluation is an sbatch
@@ -201,6 +201,7 @@ def test_a_smoke_training_chain_on_slurm_equals_a_local_run(
         r"localrule table:", proc.stderr
     )
     print(f"slurm smoke {CHAIN}: {len(submitted)} sbatch jobs, {wall:.0f} s wall")
+    smoke_run = smoke_run_later()
 
     assert (work / TABLE).read_bytes() == (smoke_run / TABLE).read_bytes()
     for path in planned.eval_files(CHAIN):

@@ -19,9 +19,10 @@ import yaml
 from arbench import frontier_arms
 from arbench.config.errors import ConfigError
 from arbench.config.loading import StrictLoader, dealias, load_yaml, read_config
+from arbench.config.paths import ROOT
 from arbench.config.recipes import expand as expand_recipes
 from arbench.config.recipes import stamp as stamp_recipes
-from arbench.config.scales import apply_scale, mark_path_only
+from arbench.config.scales import apply_scale, drop_arms, mark_path_only
 from arbench.config.validation import (
     SCHEMA,
     merge_releases,
@@ -30,8 +31,6 @@ from arbench.config.validation import (
     validate,
 )
 from arbench.config.validation import _check_release as check_release
-
-ROOT = Path(__file__).resolve().parents[3]
 
 __all__ = [
     "ROOT",
@@ -77,6 +76,7 @@ def _resolve_scale(config: dict[str, Any]) -> dict[str, Any]:
         validate(cfg)
     except ConfigError as e:  # the config as written passed: a scale rule set this value
         raise ConfigError(f"{e} (as rewritten by scales.{scale})") from None
+    drop_arms(cfg)
     try:
         for name, block in cfg.get("releases", {}).items():
             check_release(name, block)

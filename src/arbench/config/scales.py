@@ -2,9 +2,10 @@
 
 `config.yaml` states the paper protocol; its `scale` key picks an entry of `scales`, whose
 `set` and `multiply` maps rewrite dotted key paths (a `*` segment matches every key at that
-level, e.g. every experiment), and whose `measures` list (where present) names the
-experiments whose numbers the scale measures: every other one runs only to exercise its path
-and is marked ``path_only``.
+level, e.g. every experiment), whose `drop_arms` map names, per experiment, arms the scale
+does not run (`drop_arms`: recorded as skipped, so a claim on one reads "not run at this
+scale"), and whose `measures` list (where present) names the experiments whose numbers the
+scale measures: every other one runs only to exercise its path and is marked ``path_only``.
 """
 
 from __future__ import annotations
@@ -63,6 +64,38 @@ def apply_scale(config: dict[str, Any]) -> dict[str, Any]:
         for parent, key, _ in _paths(cfg, dotted, f"scales.{scale}.set"):
             parent[key] = copy.deepcopy(value)
     return cfg
+
+
+def drop_arms(cfg: dict[str, Any]) -> None:
+    """Remove, in place, the arms the chosen scale's ``drop_arms`` names per experiment (run
+    on the validated, scale-rewritten config) and every contrast naming one, recording both
+    under the experiment's ``skipped`` key with the reason, as an arm that cannot run here is
+    recorded (`validation.skip_unavailable`). A name that is not an experiment or not one of
+    its arms, or dropping every arm, fails naming it."""
+    scale = cfg.get("scale", "paper")
+    where = f"scales.{scale}.drop_arms"
+    for name, arms in ((cfg["scales"][scale] or {}).get("drop_arms") or {}).items():
+        if name not in cfg.get("experiments", {}):
+            raise ConfigError(
+                f"{where}.{name}: not an experiment; known: {sorted(cfg.get('experiments', {}))}"
+            )
+        exp = cfg["experiments"][name]
+        have = exp.get("arms") or {}
+        unknown = [a for a in arms if a not in have]
+        if unknown:
+            raise ConfigError(
+                f"{where}.{name}: {unknown[0]!r} is not an arm of {name}; arms: {sorted(have)}"
+            )
+        if len(arms) == len(have):
+            raise ConfigError(f"{where}.{name}: drops every arm; keep at least one")
+        why = f"not run at scale {scale} ({where})"
+        skipped = exp.setdefault("skipped", {"arms": {}, "contrasts": []})
+        for arm in arms:
+            del have[arm]
+            skipped["arms"][arm] = why
+        contrasts = exp.get("contrasts") or []
+        skipped["contrasts"] += [c for c in contrasts if c["a"] in arms or c["b"] in arms]
+        exp["contrasts"] = [c for c in contrasts if c["a"] not in arms and c["b"] not in arms]
 
 
 def mark_path_only(cfg: dict[str, Any]) -> None:

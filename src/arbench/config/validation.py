@@ -17,6 +17,7 @@ from typing import Any
 import jsonschema
 
 from arbench.config.errors import ConfigError
+from arbench.config.paths import ROOT
 from arbench.experiment import (
     BLOCKS,
     CELL_FAMILIES,
@@ -31,7 +32,7 @@ from arbench.experiment import (
     value_label,
 )
 
-SCHEMA = Path(__file__).resolve().parents[3] / "schemas" / "config.schema.json"
+SCHEMA = ROOT / "schemas" / "config.schema.json"
 
 
 def _schema_error(errors: list[Any], prefix: str = "") -> ConfigError | None:
@@ -126,8 +127,10 @@ def merge_releases(cfg: dict[str, Any]) -> None:
             task[key] = copy.deepcopy(releases[release][key])
 
 
+@functools.lru_cache(maxsize=1024)
 def _hints(obj: Any) -> dict[str, Any]:
-    """The resolved type hints of a function or dataclass (empty when they cannot resolve)."""
+    """The resolved type hints of a function or dataclass (empty when they cannot resolve);
+    cached, as every arm of every scale asks again (callers never mutate the result)."""
     try:
         return typing.get_type_hints(obj)
     except Exception:  # a hint naming something unimportable here: no type check
@@ -186,6 +189,7 @@ def _check_type(where: str, value: Any, hint: Any, owner: str, name: str = "") -
     )
 
 
+@functools.lru_cache(maxsize=256)
 def _option_hints(cls: type) -> dict[str, Any]:
     """The declared types of a cell's constructor options along its MRO, a subclass's over
     its parent's (presets forward **options to a parent's `__init__`)."""
@@ -536,7 +540,7 @@ def _check_source_results(where: str, exp: dict[str, Any]) -> None:
     if not ref:
         return
     path = Path(ref["file"])
-    path = path if path.is_absolute() else Path(__file__).resolve().parents[3] / path
+    path = path if path.is_absolute() else ROOT / path
     if not path.is_file():
         raise ConfigError(f"{where}.reference.file: no file {ref['file']!r}")
     try:
@@ -614,13 +618,11 @@ def skip_unavailable(cfg: dict[str, Any]) -> None:
             continue
         if not exp["arms"]:
             raise ConfigError(f"experiments.{name}.arms: none can run here: {skipped}")
-        exp["skipped"] = {
-            "arms": skipped,
-            "contrasts": [
-                c for c in exp.get("contrasts", []) if c["a"] in skipped or c["b"] in skipped
-            ],
-        }
-        dropped = exp["skipped"]["contrasts"]
+        # added to what the scale dropped (`scales.drop_arms`), if anything
+        record = exp.setdefault("skipped", {"arms": {}, "contrasts": []})
+        record["arms"].update(skipped)
+        dropped = [c for c in exp.get("contrasts", []) if c["a"] in skipped or c["b"] in skipped]
+        record["contrasts"] += dropped
         exp["contrasts"] = [c for c in exp.get("contrasts", []) if c not in dropped]
 
 

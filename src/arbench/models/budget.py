@@ -110,6 +110,9 @@ def fit(
     if reason is not None:
         raise ImportError(f"cell {cell!r} cannot be built here: {reason}")
     best: Budgeted | None = None
+    # everything but the mixers (embedding, MLPs, norms) is the same for every candidate, so
+    # one model is built and the others are counted from their mixer alone
+    rest: int | None = None
     for shape in _shape_candidates(cell, d_model, state_per_layer):
         options = {**shape, **fixed}
         try:
@@ -120,9 +123,12 @@ def fit(
         if s and s != state_per_layer:
             continue
         per_layer = count_parameters(mixer)
-        model = LanguageModel(
-            ModelConfig(vocab_size, d_model, layers, mlp_ratio, cell, options)
-        ).n_parameters()
+        if rest is None:
+            built = LanguageModel(
+                ModelConfig(vocab_size, d_model, layers, mlp_ratio, cell, options)
+            )
+            rest = built.n_parameters() - layers * per_layer
+        model = rest + layers * per_layer
         cand = Budgeted(cell, options, s, per_layer, model)
         if best is None or _distance(cand, parameters) < _distance(best, parameters):
             best = cand
