@@ -644,7 +644,7 @@ def test_a_typo_in_another_scales_overrides_fails_a_paper_plan(rewrite, named) -
 def test_a_scale_that_measures_some_experiments_marks_the_rest_path_only() -> None:
     demo = config.load(scale="demo")["experiments"]
     measured = {n for n, e in demo.items() if not e.get("path_only")}
-    assert measured == {"factorial", "decay", "paper_mqar"}
+    assert measured == {"factorial", "decay", "paper_mqar", "paper_wall"}
     paper = config.load(scale="paper")["experiments"]
     assert not any(e.get("path_only") for e in paper.values())
     raw = yaml.safe_load((ROOT / "config.yaml").read_text())
@@ -653,10 +653,47 @@ def test_a_scale_that_measures_some_experiments_marks_the_rest_path_only() -> No
         config.resolve(raw | {"scale": "demo"})
 
 
+def test_a_scale_drops_arms_as_skipped_with_their_contrasts() -> None:
+    raw = yaml.safe_load((ROOT / "config.yaml").read_text())
+    raw["scales"]["demo"]["drop_arms"] = {"factorial": ["diagonal_decay"]}
+    exp = config.resolve(raw | {"scale": "demo"})["experiments"]["factorial"]
+    assert "diagonal_decay" not in exp["arms"] and len(exp["arms"]) == 7
+    why = exp["skipped"]["arms"]["diagonal_decay"]
+    assert why == "not run at scale demo (scales.demo.drop_arms)"
+    assert exp["skipped"]["contrasts"] == [
+        c
+        for c in config.load(scale="demo")["experiments"]["factorial"]["contrasts"]
+        if "diagonal_decay" in (c["a"], c["b"])
+    ]
+    assert not [c for c in exp["contrasts"] if "diagonal_decay" in (c["a"], c["b"])]
+    # the paper scale keeps every arm
+    paper = config.resolve(raw | {"scale": "paper"})["experiments"]["factorial"]
+    assert len(paper["arms"]) == 8 and "skipped" not in paper
+
+
+@pytest.mark.parametrize(
+    ("drops", "message"),
+    [
+        ({"factorail": ["delta"]}, "scales.demo.drop_arms.factorail: not an experiment"),
+        ({"factorial": ["delat"]}, "scales.demo.drop_arms.factorial: 'delat' is not an arm"),
+        (
+            {"decay": ["delta", "delta_decay"]},
+            "scales.demo.drop_arms.decay: drops every arm",
+        ),
+    ],
+)
+def test_a_bad_drop_fails_naming_the_key(drops: dict, message: str) -> None:
+    raw = yaml.safe_load((ROOT / "config.yaml").read_text())
+    raw["scales"]["demo"]["drop_arms"] = drops
+    for scale in ("demo", "paper"):  # another scale's bad drop fails every plan
+        got = _error(raw | {"scale": scale})
+        assert message in got, got
+
+
 def test_a_study_names_only_experiments_of_the_config() -> None:
     raw = yaml.safe_load((ROOT / "config.yaml").read_text())
     raw["studies"]["wall"].append("hay_stack")
-    with pytest.raises(config.ConfigError, match=r"studies.wall\[6\]: 'hay_stack'"):
+    with pytest.raises(config.ConfigError, match=r"studies.wall\[8\]: 'hay_stack'"):
         config.resolve(raw | {"scale": "paper"})
 
 

@@ -87,3 +87,16 @@ def test_chance_is_the_higher_of_the_value_and_no_binding_thresholds() -> None:
     assert chance_threshold(haystack) == pytest.approx(1.5 * haystack["best_no_binding"])
     assert chance_threshold(haystack) > 10 / 54  # a cell at the no-binding floor is chance
     assert chance_threshold({"value_marginal": 1 / 120}) == pytest.approx(10 / 120)  # S5
+
+
+def test_an_arm_is_described_by_its_curriculum() -> None:
+    from arbench.report.experiment import describe_arm
+
+    ramp = {"cell": "delta_rule", "train": {"curriculum": {"ramp": "linear", "until": 0.8}}}
+    assert describe_arm(ramp) == "delta_rule; linear curriculum"
+    # a ramp that starts at the full gap is the paper's "uniform" curriculum, not a ramp
+    full = {"cell": "delta_rule", "train": {"curriculum": {"ramp": "linear", "start": 1.0}}}
+    assert describe_arm(full) == "delta_rule; full-range curriculum"
+    assert describe_arm({"cell": "delta_rule", "train": {"curriculum": None}}).endswith(
+        "no curriculum"
+    )

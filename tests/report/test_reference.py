@@ -109,3 +109,24 @@ def test_an_arm_on_its_own_task_gets_no_reference(
     assert "reference_diff" not in stats["contrasts"][0]
     tex = render(TEMPLATES / "bars.tex.j2", source="s.json", **stats)
     assert tex.index("texttt{armed}") < tex.index("texttt{plain}")  # the config's order
+
+
+def test_an_arm_on_the_task_the_set_declares_for_it_gets_the_reference(
+    bars_experiment, bars_evals, reference_file: Path
+) -> None:
+    """A set that records an arm's own task setting (``task_by_arm``: the paper's dense arms
+    ask 4 queries) annotates that arm when its task block is exactly that, and not otherwise."""
+    arms = {
+        **bars_experiment["arms"],
+        "plain": {"cell": "delta_rule", "conv": False, "task": {"pairs": 2}},
+    }
+    declared = {**load_set(reference_file, "toy"), "task_by_arm": {"plain": {"pairs": 2}}}
+    stats = experiment_stats(
+        "x", {**bars_experiment, "arms": arms}, bars_evals, "paper", "bars", reference=declared
+    )
+    assert "reference" in stats["arms"]["plain"] and "reference_diff" in stats["contrasts"][0]
+    other = {**declared, "task_by_arm": {"plain": {"pairs": 3}}}
+    stats = experiment_stats(
+        "x", {**bars_experiment, "arms": arms}, bars_evals, "paper", "bars", reference=other
+    )
+    assert "reference" not in stats["arms"]["plain"]

@@ -110,3 +110,12 @@ def test_lockin_table_gives_counts_rates_and_fisher_p(
     assert f"{c['diff']:+.3f}" in tex
     assert "haystack: 2 pairs" in tex  # the task summary in the caption
     assert tex.count(r"\begin{tabular}") == tex.count(r"\end{tabular}") == 2
+
+
+def test_a_curriculum_cell_is_in_words() -> None:
+    from arbench.report.tables import fmt_cell
+
+    assert fmt_cell({"curriculum": {"ramp": "linear", "start": 1.0}}) == "full-range curriculum"
+    assert (
+        fmt_cell({"curriculum": {"ramp": "gated"}, "dense": True}) == "gated curriculum, dense=yes"
+    )

@@ -18,6 +18,7 @@ from arbench.experiment import BLOCKS, grid_default, run_arm_name, runs_of, valu
 from arbench.report import frontier, kvbench
 from arbench.report.layouts import layout_of
 from arbench.report.reference import annotate as annotate_reference
+from arbench.report.tables import curriculum_label
 from arbench.stats import compare_lock_in, contrast, describe
 from arbench.tasks import build_task
 
@@ -171,8 +172,7 @@ def describe_arm(spec: dict[str, Any], shared: dict[str, Any] | None = None) -> 
     for block in BLOCKS:
         for key, value in spec.get(block, {}).items():
             if key == "curriculum":
-                ramp = "no" if value is None else value.get("ramp", "linear")
-                blocks.append(f"{ramp} curriculum")
+                blocks.append(curriculum_label(value))
             elif key == "dense":
                 blocks.append("dense" if value else "end-only")
             elif key == "name":

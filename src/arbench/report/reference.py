@@ -6,11 +6,14 @@ block names the file and the set whose arms share its arms' names. `annotate` ad
 arm the set has, the source's seeds, mean and range, and to every contrast whose two arms it
 has, the source's difference of means, so the table can print each of our seeds beside the
 paper's mean and range and each toggle beside the paper's. An arm on a task setting of its
-own (an arm-level ``task`` block) is not the set's and gets none.
+own (an arm-level ``task`` block) is not the set's and gets none, unless the set declares
+that very setting for that arm (``task_by_arm``).
 """
 
 from __future__ import annotations
 
+import copy
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +21,17 @@ import numpy as np
 import yaml
 
 
+@functools.lru_cache(maxsize=16)
+def _read(path: str, mtime_ns: int) -> dict[str, Any]:
+    """A reference file's YAML, parsed once per version (the planner checks every scale)."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return yaml.load(Path(path).read_text(), Loader=loader) or {}
+
+
 def load_set(path: str | Path, name: str) -> dict[str, Any]:
     """One set of a reference file, with the file's provenance (repository, commit, file
     pattern); a missing set fails naming the file and the sets it has."""
-    data = yaml.safe_load(Path(path).read_text())
+    data = copy.deepcopy(_read(str(path), Path(path).stat().st_mtime_ns))
     sets = data.get("sets") or {}
     if name not in sets:
         raise KeyError(f"{path}: no set {name!r}; sets: {sorted(sets)}")
@@ -59,7 +69,14 @@ def annotate(stats: dict[str, Any], reference: dict[str, Any]) -> None:
     above = stats.get("lock_in_above")
     arms = reference.get("arms") or {}
     rebind = reference.get("rebind") or {}
-    own_task = {n for n, a in stats["arms"].items() if a.get("spec", {}).get("task")}
+    # an arm on a task setting of its own is the set's only if the set declares that setting
+    # for it (``task_by_arm``: the paper's dense arms ask 4 queries); otherwise it gets none
+    declared = reference.get("task_by_arm") or {}
+    own_task = {
+        n
+        for n, a in stats["arms"].items()
+        if (a.get("spec", {}).get("task") or {}) != (declared.get(a.get("arm", n)) or {})
+    }
     for name, arm in stats["arms"].items():
         key = arm.get("arm", name)
         if key in arms and name not in own_task:  # the set is the experiment's task's

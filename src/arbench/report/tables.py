@@ -31,13 +31,29 @@ def latex_escape(value: Any) -> str:
     return "".join(_ESCAPES.get(ch, ch) for ch in str(value))
 
 
+def curriculum_label(value: dict[str, Any] | None) -> str:
+    """A train block's curriculum in words: its ramp ("linear curriculum"), "full-range" for a
+    linear ramp that starts at the full gap (the paper's "uniform": every gap from step 0),
+    "no curriculum" for none."""
+    if value is None:
+        return "no curriculum"
+    ramp = value.get("ramp", "linear")
+    if ramp == "linear" and value.get("start", 0.0) >= 1.0:
+        ramp = "full-range"
+    return f"{ramp} curriculum"
+
+
 def fmt_cell(value: Any) -> str:
     """Table cell for an arm's knob: booleans as yes/no, a block the arm changes (its
-    ``model`` or ``task``) as key=value pairs, the rest escaped."""
+    ``model``, ``task`` or ``train``) as key=value pairs (a curriculum in words), the rest
+    escaped."""
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, dict):
-        return ", ".join(f"{latex_escape(k)}={fmt_cell(v)}" for k, v in value.items())
+        return ", ".join(
+            curriculum_label(v) if k == "curriculum" else f"{latex_escape(k)}={fmt_cell(v)}"
+            for k, v in value.items()
+        )
     return latex_escape(value)
 
 
