@@ -360,7 +360,11 @@ def floors(cfg: HaystackConfig) -> dict[str, float]:
       1/P + (P-1)/(P V) (the collision paper's floor, about 0.264 at P=4, V=54).
     * best_no_binding: answer the most frequent table value, E[max count]/P.
     """
-    P, V = cfg.pairs, cfg.n_values
+    return table_floors(cfg.pairs, cfg.n_values)
+
+
+def table_floors(P: int, V: int) -> dict[str, float]:
+    """The no-binding floors of a P-pair table over V value ids (`floors`' three)."""
     return {
         "value_marginal": 1.0 / V,
         "uniform_pair_no_binding": uniform_pair_hit(P, V),

@@ -40,13 +40,12 @@ from typing import Any
 import numpy as np
 
 from arbench.tasks.base import IGNORE, Batch, ConfigTask, Signal, register_task, stream_rng
-from arbench.tasks.mqar import _expected_max_count, uniform_pair_hit
-
-FIRST_ID = 5  # ids below it are never written
+from arbench.tasks.haystack import table_floors
+from arbench.tasks.paper_mqar import FixedKeyIds
 
 
 @dataclass(frozen=True)
-class PaperHaystackConfig:
+class PaperHaystackConfig(FixedKeyIds):
     """One setting of the paper's long-retrieval probe: ``pairs`` P, the length ``seq_len``,
     the vocabulary ``vocab`` (MASK included, as its last id), the number of supervised
     ``queries`` Q and whether the gap holds ``collision`` decoys."""
@@ -56,29 +55,6 @@ class PaperHaystackConfig:
     vocab: int = 64
     queries: int = 1
     collision: bool = False
-
-    @property
-    def vocab_size(self) -> int:
-        return self.vocab
-
-    @property
-    def mask_id(self) -> int:
-        return self.vocab - 1
-
-    @property
-    def key_range(self) -> tuple[int, int]:
-        """Keys are ``lo <= t < hi``: the fixed ids 5 .. 4+P."""
-        return FIRST_ID, FIRST_ID + self.pairs
-
-    @property
-    def value_range(self) -> tuple[int, int]:
-        """Values and distractors are ``lo <= t < hi``: every id above the keys but the MASK."""
-        return FIRST_ID + self.pairs, self.vocab - 1
-
-    @property
-    def n_values(self) -> int:
-        lo, hi = self.value_range
-        return hi - lo
 
     @property
     def full_gap(self) -> int:
@@ -236,12 +212,7 @@ def floors(cfg: PaperHaystackConfig) -> dict[str, float]:
     * uniform_pair_no_binding: the value of a uniformly chosen table pair, 1/P + (P-1)/(P V).
     * best_no_binding: the most frequent value of the table, E[max count]/P.
     """
-    P, V = cfg.pairs, cfg.n_values
-    return {
-        "value_marginal": 1.0 / V,
-        "uniform_pair_no_binding": uniform_pair_hit(P, V),
-        "best_no_binding": _expected_max_count(P, V) / P,
-    }
+    return table_floors(cfg.pairs, cfg.n_values)
 
 
 # --------------------------------------------------------------------------- adapter

@@ -43,14 +43,13 @@ from arbench.tasks.mqar import _expected_max_count, uniform_pair_hit
 FIRST_ID = 5  # ids below it are never written
 
 
-@dataclass(frozen=True)
-class PaperMQARConfig:
-    """One setting of the paper's probe: ``pairs`` K, the vocabulary size ``vocab`` (MASK
-    included, as its last id) and the ``slack`` of random ids after the answer slot."""
+class FixedKeyIds:
+    """The paper's probes' vocabulary, from a setting's ``pairs`` and ``vocab``: ids 0-4
+    unused, the keys the fixed ids 5 .. 4+pairs, values every id above them but the last,
+    which is the MASK (shared by `paper_mqar` and `paper_haystack`)."""
 
-    pairs: int = 32
-    vocab: int = 64
-    slack: int = 6
+    pairs: int
+    vocab: int
 
     @property
     def vocab_size(self) -> int:
@@ -62,7 +61,7 @@ class PaperMQARConfig:
 
     @property
     def key_range(self) -> tuple[int, int]:
-        """Keys are ``lo <= t < hi``: the fixed ids 5 .. 4+K."""
+        """Keys are ``lo <= t < hi``: the fixed ids 5 .. 4+pairs."""
         return FIRST_ID, FIRST_ID + self.pairs
 
     @property
@@ -74,6 +73,16 @@ class PaperMQARConfig:
     def n_values(self) -> int:
         lo, hi = self.value_range
         return hi - lo
+
+
+@dataclass(frozen=True)
+class PaperMQARConfig(FixedKeyIds):
+    """One setting of the paper's probe: ``pairs`` K, the vocabulary size ``vocab`` (MASK
+    included, as its last id) and the ``slack`` of random ids after the answer slot."""
+
+    pairs: int = 32
+    vocab: int = 64
+    slack: int = 6
 
     @property
     def length(self) -> int:
