@@ -45,6 +45,7 @@ from arbench.mismatch import SettingsMismatch, differences
 from arbench.models import LanguageModel, ModelConfig, families
 from arbench.tasks.base import IGNORE, Task
 from arbench.train import hooks as train_hooks
+from arbench.train.adamw import make_adamw
 from arbench.train.curriculum import CurriculumConfig, CurriculumHook
 from arbench.train.hooks import DenseHook, TrainHook
 from arbench.train.load_schedule import LoadConfig, LoadHook
@@ -174,7 +175,9 @@ def _decays(name: str, p: torch.nn.Parameter, which: str) -> bool:
     return which == "all" or (p.ndim >= 2 and "embed" not in name)
 
 
-def _optimizer(model: LanguageModel, cfg: TrainConfig) -> torch.optim.AdamW:
+def _optimizer(model: LanguageModel, cfg: TrainConfig) -> Any:
+    """AdamW over the decayed and the undecayed parameters, on the model's device
+    (`arbench.train.adamw.make_adamw`: the CPU's skips importing torch._dynamo)."""
     named = list(model.named_parameters())
     decay = [p for n, p in named if _decays(n, p, cfg.decay_params)]
     rest = [p for n, p in named if not _decays(n, p, cfg.decay_params)]
@@ -183,7 +186,8 @@ def _optimizer(model: LanguageModel, cfg: TrainConfig) -> torch.optim.AdamW:
         {"params": rest, "weight_decay": 0.0},
     ]
     groups = [g for g in groups if g["params"]]
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=tuple(cfg.betas))
+    device = named[0][1].device if named else torch.device("cpu")
+    return make_adamw(groups, lr=cfg.lr, betas=tuple(cfg.betas), device=device)
 
 
 def run_settings(
