@@ -130,3 +130,27 @@ def test_an_arm_on_the_task_the_set_declares_for_it_gets_the_reference(
         "x", {**bars_experiment, "arms": arms}, bars_evals, "paper", "bars", reference=other
     )
     assert "reference" not in stats["arms"]["plain"]
+
+
+def test_a_set_naming_run_arms_gives_each_grid_value_its_own_seeds(
+    grid_experiment, grid_evals
+) -> None:
+    """A set keyed by run arm (``armed-pairs4``: the paper's S5 depths) annotates each grid
+    value with its own seeds, and each contrast at that value with their difference; a
+    value the set lacks gets none."""
+    per_value = {
+        **SET,
+        "arms": {
+            "armed-pairs2": {0: 1.0, 1: 0.9},
+            "plain-pairs2": {0: 0.3, 1: 0.1},
+            "armed-pairs4": {0: 0.5, 1: 0.6},
+        },
+    }
+    stats = experiment_stats("g", grid_experiment, grid_evals, "paper", "grid", reference=per_value)
+    arms = stats["arms"]
+    assert arms["armed-pairs2"]["reference"]["mean"] == pytest.approx(0.95)
+    assert arms["armed-pairs4"]["reference"]["mean"] == pytest.approx(0.55)
+    assert "reference" not in arms["plain-pairs4"]
+    by_value = {c["value"]: c for c in stats["contrasts"]}
+    assert by_value[2]["reference_diff"] == pytest.approx(0.95 - 0.2)
+    assert "reference_diff" not in by_value[4]

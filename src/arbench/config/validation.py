@@ -533,7 +533,8 @@ def _check_seeds(where: str, exp: dict[str, Any]) -> None:
 
 def _check_source_results(where: str, exp: dict[str, Any]) -> None:
     """An experiment's ``reference`` names a file that exists and a set of it that shares at
-    least one arm name with the experiment (what its table puts side by side)."""
+    least one arm or run arm name with the experiment (what its table puts side by side)."""
+    from arbench.experiment import runs_of
     from arbench.report.reference import load_set
 
     ref = exp.get("reference")
@@ -547,7 +548,7 @@ def _check_source_results(where: str, exp: dict[str, Any]) -> None:
         entry = load_set(path, ref["set"])
     except KeyError as e:
         raise ConfigError(f"{where}.reference.set: {e.args[0]}") from None
-    if not set(entry.get("arms") or {}) & set(exp["arms"]):
+    if not set(entry.get("arms") or {}) & {*exp["arms"], *(r.name for r in runs_of("", exp))}:
         raise ConfigError(
             f"{where}.reference.set: {ref['set']!r} has none of the experiment's arms "
             f"(it has {sorted(entry.get('arms') or {})})"

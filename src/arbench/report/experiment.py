@@ -26,14 +26,16 @@ CHANCE_FACTOR = 10.0
 # an accuracy within half again of the best strategy that never binds shows no binding either:
 # the haystack's no-binding floor (0.28) lies above ten times its value floor (0.19)
 NO_BINDING_FACTOR = 1.5
+# the floors of guessers that skip the task's computation (bind nothing, compose nothing)
+NO_TASK_FLOORS = ("best_no_binding", "uniform_pair_no_binding", "copy_only")
 
 
 def chance_threshold(floors: dict[str, float], factor: float = CHANCE_FACTOR) -> float:
     """The accuracy below which a mean is marked chance: ``factor`` x the value floor, or
-    `NO_BINDING_FACTOR` x the best no-binding floor (where the task has one), whichever is
-    higher."""
+    `NO_BINDING_FACTOR` x the best floor that does without the task's computation (the best
+    no-binding floor, or a copy-only floor, where the task has one), whichever is higher."""
     no_binding = max(
-        (floors[k] for k in ("best_no_binding", "uniform_pair_no_binding") if k in floors),
+        (floors[k] for k in NO_TASK_FLOORS if k in floors),
         default=0.0,
     )
     return max(factor * floors["value_marginal"], NO_BINDING_FACTOR * no_binding)

@@ -7,7 +7,8 @@ arm the set has, the source's seeds, mean and range, and to every contrast whose
 has, the source's difference of means, so the table can print each of our seeds beside the
 paper's mean and range and each toggle beside the paper's. An arm on a task setting of its
 own (an arm-level ``task`` block) is not the set's and gets none, unless the set declares
-that very setting for that arm (``task_by_arm``).
+that very setting for that arm (``task_by_arm``). In an experiment with a grid, a set may name
+each run arm (``armed-depth4``) to give every grid value its own seeds.
 """
 
 from __future__ import annotations
@@ -61,6 +62,12 @@ def summarise(scores: dict[Any, float], lock_in: float, above: float | None) -> 
     return out
 
 
+def _key(arms: dict[str, Any], run_arm: str, arm: str) -> str:
+    """The set's name for a run arm: the run arm's own (``armed-depth4``, a set that holds
+    each grid value apart) where the set has it, else the arm's."""
+    return run_arm if run_arm in arms else arm
+
+
 def annotate(stats: dict[str, Any], reference: dict[str, Any]) -> None:
     """Add the source's side, in place: ``reference`` on every arm the set has (and its
     rebinding control where the set records one), ``reference_diff`` on every contrast
@@ -78,14 +85,17 @@ def annotate(stats: dict[str, Any], reference: dict[str, Any]) -> None:
         if (a.get("spec", {}).get("task") or {}) != (declared.get(a.get("arm", n)) or {})
     }
     for name, arm in stats["arms"].items():
-        key = arm.get("arm", name)
+        key = _key(arms, name, arm.get("arm", name))
         if key in arms and name not in own_task:  # the set is the experiment's task's
             arm["reference"] = summarise(arms[key], lock_in, above)
             if key in rebind:
                 arm["reference"]["rebinding"] = summarise(rebind[key], lock_in, above)
+    run_arm = {(a.get("arm", n), a.get("value")): n for n, a in stats["arms"].items()}
     for c in stats["contrasts"]:
-        a, b = arms.get(c["a"]), arms.get(c["b"])
-        if a and b and not {c["a"], c["b"]} & own_task:
+        run_a = run_arm.get((c["a"], c.get("value_a")), c["a"])
+        run_b = run_arm.get((c["b"], c.get("value_b")), c["b"])
+        a, b = arms.get(_key(arms, run_a, c["a"])), arms.get(_key(arms, run_b, c["b"]))
+        if a and b and not {run_a, run_b} & own_task:
             c["reference_diff"] = float(np.mean(list(a.values())) - np.mean(list(b.values())))
     stats["reference"] = {
         k: reference.get(k)
