@@ -67,3 +67,30 @@ def test_scan_detects_a_wrong_carry(draw) -> None:
     m, r, s0 = draw(1, 1, 3, 3, 3, seed=7), draw(1, 1, 3, 3, 2, seed=8), draw(1, 1, 3, 2, seed=9)
     wrong = loop_scan(lambda i, s: m[:, :, i].transpose(-1, -2) @ s, r, s0)
     assert not torch.allclose(matrix_scan(m, r, s0)[1], wrong[1])
+
+
+def test_lowrank_scan_equals_the_formed_matrix_scan_values_and_state_gradients(draw) -> None:
+    """M = Diag(d) - a^T b kept factored: the same states entering each chunk, final state,
+    dR and dS0 as `matrix_scan` on the formed M; a wrong sign in the correction is caught."""
+    from arbench.kernels.scan import (
+        lowrank_scan_backward,
+        lowrank_scan_forward,
+        matrix_scan_backward,
+        matrix_scan_forward,
+    )
+
+    b_, h, n, c, dk, dv = 2, 3, 5, 2, 6, 4
+    d = torch.rand(b_, h, n, dk, dtype=F64)
+    a, b = draw(b_, h, n, c, dk, seed=1), draw(b_, h, n, c, dk, seed=2)
+    r, s0 = draw(b_, h, n, dk, dv, seed=3), draw(b_, h, dk, dv, seed=4)
+    m = torch.diag_embed(d) - a.transpose(-1, -2) @ b
+    want = matrix_scan_forward(m, r, s0)
+    got = lowrank_scan_forward(d, a, b, r, s0)
+    for x, y in zip(got, want, strict=True):
+        torch.testing.assert_close(x, y, rtol=1e-12, atol=1e-12)
+    d_starts, d_final = draw(b_, h, n, dk, dv, seed=5), draw(b_, h, dk, dv, seed=6)
+    _, d_r, d_s0 = matrix_scan_backward(m, want[0], d_starts, d_final)
+    for x, y in zip(lowrank_scan_backward(d, a, b, d_starts, d_final), (d_r, d_s0), strict=True):
+        torch.testing.assert_close(x, y, rtol=1e-12, atol=1e-12)
+    wrong = lowrank_scan_forward(d, -a, b, r, s0)[1]
+    assert (wrong - want[1]).abs().max() > 1e-3

@@ -14,7 +14,10 @@ beta on columns):
     T = (I + S_p diag(beta))^{-1},   Y = T [k e^G | V] = [W | V - U],
     Z = S_q diag(beta) Y = [Q_w | O_intra],   Q_eff = q e^G - Q_w,
     K_b = beta * k e^{G_C - G},   [K_w | R] = K_b^T Y,   M = Diag(e^{G_C}) - K_w,
-then the carry S_{n+1} = M_n S_n + R_n and O = Q_eff S_n + O_intra. This is `kda_chunked`'s
+then the carry S_{n+1} = M_n S_n + R_n and O = Q_eff S_n + O_intra. When a chunk is shorter than
+half the key width (`low_rank_carry`: S5's 128-wide keys in chunks of 4 to 16) M is never
+formed: S_{n+1} = e^{G_C} S_n - K_b^T (W S_n) + R_n, and its gradient dR S^T reaches K_b, W and
+the decays only as products with them (`scan.lowrank_scan_*`). This is `kda_chunked`'s
 factorised path with the U-side product simplified (V - T S_p diag(beta) V = T V).
 
 The backward mirrors `delta_rule._DeltaChunks`: dZ = [-dQ_eff, dO], dG = [-dM, dR],
@@ -43,7 +46,13 @@ from arbench.kernels.common import (
 )
 from arbench.kernels.dplr import dplr_recurrent
 from arbench.kernels.pairwise_tree import factorisable, tree_pairwise
-from arbench.kernels.scan import carry_and_read, matrix_scan_backward, matrix_scan_forward
+from arbench.kernels.scan import (
+    carry_and_read,
+    lowrank_scan_backward,
+    lowrank_scan_forward,
+    matrix_scan_backward,
+    matrix_scan_forward,
+)
 from arbench.kernels.triangular import UnitLowerInverse, unit_lower_inverse
 
 
@@ -58,11 +67,19 @@ def kda_to_dplr(
     return bk, log_alpha, log_alpha.exp() * k, -bk
 
 
+def low_rank_carry(c: int, dk: int) -> bool:
+    """Whether a chunk of ``c`` steps carries its state through the factored M = D - K_b^T W
+    (2 c dk dv per step) rather than the formed dk x dk matrix (dk^2 dv): when 2c < dk."""
+    return 2 * c < dk
+
+
 class KDAChunks(torch.autograd.Function):
     """KDA on (B,H,N,C,.) chunks: q, k, g (.., C, dk), v (.., C, dv), beta (.., C), s0.
 
     g must satisfy `pairwise_tree.factorisable` (the caller checks); returns (O chunks, final
-    state).
+    state). s0 None starts from zero and takes no gradient; a single chunk from zero then
+    reads no carry at all, and an output nothing reads (a denoiser's final state) costs no
+    backward work (its gradient stays None).
     """
 
     @staticmethod
@@ -73,7 +90,7 @@ class KDAChunks(torch.autograd.Function):
         v: torch.Tensor,
         beta: torch.Tensor,
         g: torch.Tensor,
-        s0: torch.Tensor,
+        s0: torch.Tensor | None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         c, dk = q.shape[-2], q.shape[-1]
         _, e_pos, e_neg, e_ref, e_end = middle_relative(g)  # e^{G-r}, e^{r-G}, e^r, e^{G_C-r}
@@ -86,14 +103,28 @@ class KDAChunks(torch.autograd.Function):
         y = t @ x
         k_end = k_from * e_end  # k e^{G_C - G}
         kb = k_end * beta[..., None]
-        gm = kb.transpose(-1, -2) @ y  # [K_w | R]
-        m = gm[..., :dk].neg()
-        m.diagonal(dim1=-2, dim2=-1).add_((e_end * e_ref)[..., 0, :])  # e^{G_C}
-        r = gm[..., dk:].contiguous()
+        ctx.low_rank = low_rank_carry(c, dk)
+        ctx.carry_free = s0 is None and q.shape[2] == 1
+        ctx.start_given = s0 is not None
+        if s0 is None:
+            s0 = q.new_zeros(*q.shape[:2], dk, v.shape[-1])
+        if ctx.carry_free:  # one chunk from a zero state: nothing is read from a carry
+            ctx.set_materialize_grads(False)  # and an unused output's gradient stays None
+            s_final = (kb.transpose(-1, -2) @ y[..., dk:])[:, :, 0]  # R_0, as M_0 0 = 0
+            m = starts = q.new_empty(0)
+        elif ctx.low_rank:  # M = Diag(e^{G_C}) - K_b^T W, kept factored
+            r = kb.transpose(-1, -2) @ y[..., dk:]
+            m = (e_end * e_ref)[..., 0, :].contiguous()
+            starts, s_final = lowrank_scan_forward(m, kb, y[..., :dk], r, s0)
+        else:
+            gm = kb.transpose(-1, -2) @ y  # [K_w | R]
+            m = gm[..., :dk].neg()
+            m.diagonal(dim1=-2, dim2=-1).add_((e_end * e_ref)[..., 0, :])  # e^{G_C}
+            r = gm[..., dk:].contiguous()
+            starts, s_final = matrix_scan_forward(m, r, s0)
         z = (s_q * beta_col) @ y  # [Q_w | O_intra]
         q_eff = torch.sub(q_rel * e_ref, z[..., :dk])
-        starts, s_final = matrix_scan_forward(m, r, s0)
-        o = (q_eff @ starts).add_(z[..., dk:])
+        o = z[..., dk:].contiguous() if ctx.carry_free else (q_eff @ starts).add_(z[..., dk:])
         ctx.save_for_backward(
             q_rel, k_rel, k_from, beta, s_q, s_p, t, y, k_end, m, starts, q_eff, e_pos, e_ref, e_end
         )
@@ -102,7 +133,7 @@ class KDAChunks(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(
-        ctx: Any, d_o: torch.Tensor, d_final: torch.Tensor
+        ctx: Any, d_o: torch.Tensor | None, d_final: torch.Tensor | None
     ) -> tuple[torch.Tensor | None, ...]:
         (
             q_rel,
@@ -123,14 +154,35 @@ class KDAChunks(torch.autograd.Function):
         ) = ctx.saved_tensors
         dk = q_rel.shape[-1]
         beta_col = beta[..., None, :]
-        d_starts = q_eff.transpose(-1, -2) @ d_o
-        d_m, d_r, d_s0 = matrix_scan_backward(m, starts, d_starts, d_final)
-        d_qeff = d_o @ starts.transpose(-1, -2)
-        d_z = torch.cat([d_qeff.neg(), d_o], dim=-1)
-        d_gm = torch.cat([d_m.neg(), d_r], dim=-1)
         kb = k_end * beta[..., None]
-        d_y = ((s_q * beta_col).transpose(-1, -2) @ d_z).add_(kb @ d_gm)
-        d_kb = y @ d_gm.transpose(-1, -2)
+        if ctx.carry_free:  # the state entering the chunk is 0: only R_0 = K_b^T U reaches S
+            d_o = torch.zeros_like(y[..., dk:]) if d_o is None else d_o
+            d_qeff, d_s0 = torch.zeros_like(q_eff), None
+            d_m_diag = torch.zeros_like(q_eff[..., 0, :])
+            if d_final is None:
+                d_gm_y, d_kb = torch.zeros_like(y), torch.zeros_like(kb)
+            else:
+                d_r = d_final[:, :, None]
+                d_gm_y = torch.cat([torch.zeros_like(kb), kb @ d_r], dim=-1)
+                d_kb = y[..., dk:] @ d_r.transpose(-1, -2)
+        elif ctx.low_rank:  # dM = dR S^T, used only through K_b, W and its diagonal
+            d_starts = q_eff.transpose(-1, -2) @ d_o
+            d_r, d_s0 = lowrank_scan_backward(m, kb, y[..., :dk], d_starts, d_final)
+            kb_dr = kb @ d_r
+            d_gm_y = torch.cat([(kb_dr @ starts.transpose(-1, -2)).neg_(), kb_dr], dim=-1)
+            d_kb = (y[..., dk:] - y[..., :dk] @ starts) @ d_r.transpose(-1, -2)
+            d_m_diag = (d_r * starts).sum(-1)
+        else:
+            d_starts = q_eff.transpose(-1, -2) @ d_o
+            d_m, d_r, d_s0 = matrix_scan_backward(m, starts, d_starts, d_final)
+            d_gm = torch.cat([d_m.neg(), d_r], dim=-1)
+            d_gm_y = kb @ d_gm
+            d_kb = y @ d_gm.transpose(-1, -2)
+            d_m_diag = d_m.diagonal(dim1=-2, dim2=-1)
+        if not ctx.carry_free:
+            d_qeff = d_o @ starts.transpose(-1, -2)
+        d_z = torch.cat([d_qeff.neg(), d_o], dim=-1)
+        d_y = ((s_q * beta_col).transpose(-1, -2) @ d_z).add_(d_gm_y)
         d_qb = d_z @ y.transpose(-1, -2)
         d_x = t.transpose(-1, -2) @ d_y
         d_pb = (d_x @ y.transpose(-1, -2)).tril_(-1).neg_()
@@ -149,8 +201,8 @@ class KDAChunks(torch.autograd.Function):
         # G enters as e^{+G} in q_rel, k_rel, as e^{-G} in k_from, and G_C in k_end and M's diag
         d_g = (d_q_rel.mul_(q_rel)).add_(d_k_rel.mul_(k_rel)).sub_(d_k_from.mul_(k_from))
         e_g_end = (e_end * e_ref)[..., 0, :]
-        d_g[..., -1, :] += (d_k_end * k_end).sum(-2) + d_m.diagonal(dim1=-2, dim2=-1) * e_g_end
-        return d_q, d_k, d_v, d_beta, d_g, d_s0
+        d_g[..., -1, :] += (d_k_end * k_end).sum(-2) + d_m_diag * e_g_end
+        return d_q, d_k, d_v, d_beta, d_g, d_s0 if ctx.start_given else None
 
 
 def kda_recurrent(
@@ -197,8 +249,9 @@ def kda_chunked(
     beta = to_chunks(beta, n, c)  # (B,H,N,C); zero-padded steps write nothing
     g = log_alpha.cumsum(-2)
 
-    if factorisable(g, dim=-2):
-        o, s = KDAChunks.apply(q, k, v, beta, g, s0.contiguous())
+    if factorisable(g, dim=-2):  # no initial state: KDAChunks starts from zero itself
+        start = None if initial_state is None else s0.contiguous()
+        o, s = KDAChunks.apply(q, k, v, beta, g, start)
         return from_chunks(o, t), s
     g_end = g[..., -1:, :]
     gy = g[..., None, :]

@@ -2,12 +2,13 @@
 
 Every chunked kernel ends in a short sequential scan over the N chunks of a sequence:
     S_{n+1} = A_n S_n + R_n,   n = 0..N-1,
-with A_n a scalar or per-row decay (`diagonal_scan`) or a full (dk x dk) matrix
-(`matrix_scan`). The scan returns the state entering every chunk (B,H,N,dk,dv) and the final
-state. Written with autograd, each step of the loop records a graph node whose backward
-allocates and accumulates per step; here the forward writes into one preallocated tensor and
-the backward is the reverse scan G_n = dStarts_n + A_n^T G_{n+1}, with dR_n = G_{n+1}, and
-dA_n = G_{n+1} S_n^T formed for all chunks at once after the loop.
+with A_n a scalar or per-row decay (`diagonal_scan`), a full (dk x dk) matrix
+(`matrix_scan`), or a diagonal minus a rank-C product kept factored (`lowrank_scan_*`). The
+scan returns the state entering every chunk (B,H,N,dk,dv) and the final state. Written with
+autograd, each step of the loop records a graph node whose backward allocates and accumulates
+per step; here the forward writes into one preallocated tensor and the backward is the reverse
+scan G_n = dStarts_n + A_n^T G_{n+1}, with dR_n = G_{n+1}, and dA_n = G_{n+1} S_n^T formed for
+all chunks at once after the loop.
 
 Output gradients reach these backward passes (and the chunk kernels' that call them) as
 tensors, never None: autograd Functions materialise an unused output's gradient as zeros.
@@ -137,6 +138,53 @@ def matrix_scan_backward(
     d_r = g[1:].view(n, b, h, dk, dv).movedim(0, 2).contiguous()  # dR_n = dL/dS_{n+1}
     d_m = d_r @ starts.transpose(-1, -2)
     return d_m, d_r, g[0].view(b, h, dk, dv)
+
+
+def lowrank_scan_forward(
+    decay: torch.Tensor, a: torch.Tensor, b: torch.Tensor, r: torch.Tensor, s0: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`matrix_scan_forward` for M_n = Diag(decay_n) - a_n^T b_n, never forming M_n.
+
+    decay (B,H,N,dk); a, b (B,H,N,C,dk); r (B,H,N,dk,dv). A step costs O(C dk dv) instead of
+    O(dk^2 dv): the carry of a chunk form whose chunks are shorter than half the key width
+    (a 128-wide key in chunks of 4 to 16 steps) is a few small matmuls, not a dk x dk one.
+    """
+    n = r.shape[2]
+    d, at, bb, rr = (
+        decay.movedim(2, 0),
+        a.movedim(2, 0).transpose(-1, -2),
+        b.movedim(2, 0),
+        r.movedim(2, 0),
+    )
+    buf = r.new_empty((n + 1, *s0.shape))  # buf[i] = S_i, the state entering chunk i
+    buf[0] = s0
+    for i in range(n):
+        torch.addcmul(rr[i], d[i][..., None], buf[i], out=buf[i + 1])
+        buf[i + 1].sub_(at[i] @ (bb[i] @ buf[i]))
+    return buf[:n].movedim(0, 2).contiguous(), buf[n]
+
+
+def lowrank_scan_backward(
+    decay: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    d_starts: torch.Tensor,
+    d_final: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Reverse loop of `lowrank_scan_forward`: (dR, dS0), with G_n = dStarts_n + M_n^T G_{n+1}.
+
+    M's own gradient G_{n+1} S_n^T is left to the caller, which needs it only through
+    products with a and b (and its diagonal), all cheap once dR is known.
+    """
+    n = d_starts.shape[2]
+    d, bt, aa = decay.movedim(2, 0), b.movedim(2, 0).transpose(-1, -2), a.movedim(2, 0)
+    d_st = d_starts.movedim(2, 0)
+    g = d_starts.new_empty((n + 1, *d_final.shape))  # g[i] = dL/dS_i in total
+    g[n] = d_final
+    for i in range(n - 1, -1, -1):
+        torch.addcmul(d_st[i], d[i][..., None], g[i + 1], out=g[i])
+        g[i].sub_(bt[i] @ (aa[i] @ g[i + 1]))
+    return g[1:].movedim(0, 2).contiguous(), g[0]
 
 
 class _Scan(torch.autograd.Function):
