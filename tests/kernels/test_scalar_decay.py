@@ -65,3 +65,31 @@ def test_scalar_decay_extreme_decay_is_finite(randn, rel_err):
 def test_kernel_gradients_from_the_final_state_alone(name: str, final_state_gradients_agree):
     """A loss on the final state only gives the chunked kernel the recurrent one's gradients."""
     final_state_gradients_agree(name)
+
+
+@pytest.mark.parametrize("heads", [2, 5])
+def test_shared_qk_heads_chunked_matches_recurrent_values_and_gradients(heads: int, randn, rel_err):
+    """One q, k for all heads (Mamba-2's one group) takes the packed-heads carry: the outputs,
+    the final state and every input's gradient, q and k summed over heads, match the recurrent
+    form; a wrong per-head decay in the carry is caught."""
+    b, t, dk, dv = 2, 21, 5, 3
+    q, k = (randn(b, 1, t, dk, seed=s, dtype=torch.float64) for s in (1, 2))
+    v, s0 = (
+        randn(b, heads, t, dv, seed=3, dtype=torch.float64),
+        randn(b, heads, dk, dv, seed=4, dtype=torch.float64),
+    )
+    ld = -torch.nn.functional.softplus(randn(b, heads, t, seed=5, dtype=torch.float64) * 3)
+    ins = [x.requires_grad_() for x in (q, k, v, ld, s0)]
+    o_r, s_r = scalar_decay_recurrent(*ins)
+    o_c, s_c = scalar_decay_chunked(*ins, chunk_size=8)  # T = 21: a ragged last chunk
+    assert rel_err(o_c, o_r) < 1e-10 and rel_err(s_c, s_r) < 1e-10
+    w_o, w_s = (
+        randn(*o_r.shape, seed=9, dtype=torch.float64),
+        randn(*s_r.shape, seed=10, dtype=torch.float64),
+    )
+    g_r = torch.autograd.grad((o_r * w_o).sum() + (s_r * w_s).sum(), ins)
+    g_c = torch.autograd.grad((o_c * w_o).sum() + (s_c * w_s).sum(), ins)
+    for a, want in zip(g_c, g_r, strict=True):
+        assert rel_err(a, want) < 1e-10
+    swapped = scalar_decay_chunked(q, k, v, ld.flip(1), s0, chunk_size=8)[1]
+    assert rel_err(swapped, scalar_decay_recurrent(q, k, v, ld, s0)[1]) > 1e-3

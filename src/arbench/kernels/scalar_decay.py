@@ -122,6 +122,33 @@ class _IntraChunk(torch.autograd.Function):
         return d_q, d_k, d_v, d_g
 
 
+def _shared_heads_carry(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, s0: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The carried-state terms when q and k (B,N,C,dk) are shared by all H heads (Mamba-2's
+    one group): (each chunk's read of the state entering it, (B,H,N,C,dv); the final state).
+
+    The heads' states sit side by side as one (dk, H*dv) state whose columns decay at their
+    head's rate, so every product is one matmul over all heads, (C x dk) by (dk x H dv),
+    instead of H small ones (at Mamba-2's 8 heads of 16 x 8 blocks the small batched
+    products were most of a training step). The per-head factors e^{g_t} (read) and
+    e^{g_C - g_t} (write) scale rows of V and of the read, which k and q do not depend on.
+    """
+    b, h, n, c, dv = v.shape
+    dk = q.shape[-1]
+
+    def packed(x: torch.Tensor) -> torch.Tensor:  # (B,H,N,C,dv) -> (B,N,C,H*dv)
+        return x.permute(0, 2, 3, 1, 4).reshape(b, n, c, h * dv)
+
+    writes = k.transpose(-1, -2) @ packed(v * (g[..., -1:] - g).exp()[..., None])  # (B,N,dk,H dv)
+    decay = g[..., -1].exp().transpose(1, 2)[:, None, :, None, :, None]  # (B,1,N,1,H,1)
+    decay = decay.expand(b, 1, n, 1, h, dv).reshape(b, 1, n, 1, h * dv)
+    start = s0.transpose(1, 2).reshape(b, 1, dk, h * dv)
+    starts, final = diagonal_scan(decay, writes[:, None], start)  # (B,1,N,dk,H dv)
+    read = (q @ starts[:, 0]).view(b, n, c, h, dv).permute(0, 3, 1, 2, 4)
+    return read * g.exp()[..., None], final.view(b, dk, h, dv).transpose(1, 2)
+
+
 def scalar_decay_chunked(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -142,6 +169,10 @@ def scalar_decay_chunked(
     n = -(-t // c)
     # Zero padding (k = v = 0, log-decay 0) makes the padded steps identities on the state.
     qc, kc, vc = (to_chunks(x, n, c) for x in (q, k, v))
+    if log_decay is not None and q.shape[1] == 1 < h:  # one B and C for every head
+        g = to_chunks(log_decay, n, c).cumsum(-1)  # (B,H,N,C)
+        read, s = _shared_heads_carry(qc[:, 0], kc[:, 0], vc, g, s)
+        return from_chunks(read + _IntraChunk.apply(qc, kc, vc, g), t), s
     if log_decay is not None:
         g = to_chunks(log_decay, n, c).cumsum(-1)  # (B,H,N,C)
         intra = _IntraChunk.apply(qc, kc, vc, g)  # (B,H,N,C,dv)
