@@ -88,7 +88,7 @@ KEYS = {
 }
 # what a claim's ``causal`` block may set: the same claim read off the causal recipe's
 # experiment (today's harness), whose verdict is the report's "holds under the causal recipe"
-CAUSAL_KEYS = {"experiment", "statistic", "p", "n", "note"}
+CAUSAL_KEYS = {"experiment", "statistic", "p", "n", "note", "arms"}
 TOP_KEYS = {"alpha", "sources", "pending_experiments", "claims"}
 ID = re.compile(r"^[a-z][a-z0-9_]*$")
 SEGMENT = re.compile(r"^([^\[\]]*)((?:\[[^\[\]]*\])*)$")
@@ -487,7 +487,7 @@ def _parse_claim(entry: Any, index: int, alpha: float, sources: Sequence[str], w
     if "causal" in entry:
         block = entry["causal"]
         if not isinstance(block, Mapping) or not {"experiment", "statistic"} <= set(block):
-            raise fail("causal", "expected {experiment, statistic[, p, n, note]}")
+            raise fail("causal", "expected {experiment, statistic[, p, n, note, arms]}")
         extra = sorted(set(block) - CAUSAL_KEYS)
         if extra:
             raise fail(f"causal.{extra[0]}", f"unknown key; allowed {sorted(CAUSAL_KEYS)}")
