@@ -139,7 +139,8 @@ def test_a_test_that_cannot_reach_alpha_is_not_run() -> None:
         source_value=-0.7,
         tolerance=0.05,
     )
-    assert shown.verdict == C.REPRODUCED and shown.p == [0.6]  # a p beside a within: shown only
+    # a p beside a within is shown only; a within on one seed per arm decides nothing
+    assert shown.verdict == C.INCONCLUSIVE and shown.p == [0.6] and "1 seed(s)" in shown.reason
     assert C.smallest_p(1, 1) == 1.0 and C.smallest_p(4, 4) == pytest.approx(2 / 70)
     assert C.smallest_p(10, 10) < 1e-4
 
@@ -149,6 +150,42 @@ def test_not_significant() -> None:
     stats["contrasts"][0]["p"] = 0.4
     assert verdict(stats, rule="not_significant").verdict == C.REPRODUCED
     assert verdict(rule="not_significant").verdict == C.NOT_REPRODUCED
+
+
+def test_a_tie_at_chance_or_a_nan_p_is_inconclusive_for_a_null_claim() -> None:
+    """No difference between two arms at the floor, or a p that is not a number, is no
+    evidence of no difference: inconclusive, with the reason, never reproduced."""
+    stats = copy.deepcopy(STATS)
+    stats["contrasts"][0].update(p=0.4, both_chance=True)
+    r = verdict(stats, rule="not_significant")
+    assert r.verdict == C.INCONCLUSIVE and "both arms at chance" in r.reason
+    stats["contrasts"][0].update(both_chance=False)
+    assert verdict(stats, rule="not_significant").verdict == C.REPRODUCED
+    stats["contrasts"][0].update(p=float("nan"))
+    r = verdict(stats, rule="not_significant")
+    assert r.verdict == C.INCONCLUSIVE and "not a number" in r.reason
+
+
+def test_a_positive_claim_on_an_arm_at_chance_is_inconclusive() -> None:
+    stats = copy.deepcopy(STATS)
+    stats["contrasts"][0].update(a_chance=True)  # a significant difference of two floor arms
+    r = verdict(stats)
+    assert r.verdict == C.INCONCLUSIVE and "arm a at chance" in r.reason
+    stats["contrasts"][0].update(a_chance=False)
+    assert verdict(stats).verdict == C.REPRODUCED
+
+
+def test_a_per_seed_rule_on_fewer_than_three_seeds_is_inconclusive() -> None:
+    mean = {"p": None, "statistic": "arms/armed-pairs32/mean", "rule": "at_least"}
+    for n, want in ((1, C.INCONCLUSIVE), (2, C.INCONCLUSIVE), (3, C.REPRODUCED)):
+        stats = copy.deepcopy(STATS)
+        stats["arms"]["armed-pairs32"]["n"] = n
+        r = verdict(stats, **mean, source_value=0.9)
+        assert r.verdict == want, (n, r.reason)
+        if want == C.INCONCLUSIVE:
+            assert f"{n} seed(s) per arm" in r.reason
+    floor = {"p": None, "rule": "within", "statistic": "floors/value_marginal"}
+    assert verdict(**floor, source_value=0.038, tolerance=0.001).verdict == C.REPRODUCED  # no n
 
 
 def test_fan_out_must_hold_at_every_value() -> None:
@@ -212,6 +249,15 @@ def test_ordering() -> None:
     tie["arms"]["armed-pairs32"]["mean"] = 0.99
     assert verdict(tie, **base).verdict == C.NOT_REPRODUCED
     assert verdict(tie, **base, strict=False).verdict == C.REPRODUCED
+    flat = copy.deepcopy(STATS)  # every arm at one value (all at chance, or at ceiling)
+    for a in flat["arms"].values():
+        a["mean"] = 0.02
+    r = verdict(flat, **base, strict=False)
+    assert r.verdict == C.INCONCLUSIVE and "no order" in r.reason
+    few = copy.deepcopy(STATS)
+    few["arms"]["plain-pairs16"]["n"] = 1
+    r = verdict(few, **base)
+    assert r.verdict == C.INCONCLUSIVE and "1 seed(s) per arm" in r.reason
     # an arm this scale's grid lacks: dropped with its reason, or the claim is not run
     wider = {**base, "arms": ["armed-pairs8", *base["arms"]]}
     assert verdict(**wider).verdict == C.NOT_RUN
@@ -377,7 +423,9 @@ def _results() -> list[C.Result]:
 
 def test_markdown_lists_every_claim_with_its_verdict_and_links() -> None:
     md = C.render_markdown(_results(), "test")
-    assert "3 claims:\n1 reproduced, 0 not reproduced,\n2 not run at this scale." in md
+    assert (
+        "3 claims:\n1 reproduced, 0 not reproduced,\n0 inconclusive, 2 not run at this scale." in md
+    )
     row = next(line for line in md.splitlines() if line.startswith("| `toy_claim`"))
     cells = [c.strip() for c in row.strip("|").split(" | ")]
     assert cells[3] == "0.7" and cells[4] == "+0.690 (n=5 vs 5, test)" and cells[5] == "0.008"
@@ -397,7 +445,7 @@ def test_latex_escapes_and_references() -> None:
     assert r"\claimref{Figure}{fig:toy}{figures/\allowbreak{}toy.png}" in tex
     assert tex.count(r"\begin{table}") == 1 and r"\label{tab:claims}" in tex
     assert r"\toprule" in tex and r"\bottomrule" in tex and "p{0.35\\linewidth}" in tex
-    assert "Of 3 claims, 1 are reproduced, 0 not reproduced and 2 not run at this scale." in tex
+    assert "Of 3 claims, 1 are reproduced, 0 not reproduced, 0 inconclusive and 2 not run" in tex
     assert r"\S{}4" in tex and "§" not in tex
 
 

@@ -43,6 +43,11 @@ from arbench.report.tables import TEMPLATES, environment, fmt_p, latex_escape
 REPRODUCED = "reproduced"
 NOT_REPRODUCED = "not reproduced"
 NOT_RUN = "not run at this scale"
+# a verdict the data cannot give: a tie of two arms at the floor, a NaN p, a claim on arm a
+# that never left chance, a per-seed rule on fewer than MIN_SEEDS seeds (the reason says which)
+INCONCLUSIVE = "inconclusive"
+VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_RUN)
+MIN_SEEDS = 3  # per arm, for within / at_least / at_most / ordering on per-seed statistics
 
 RULES = {
     "same_sign_significant": "our effect has the source's sign and p < alpha",
@@ -695,8 +700,55 @@ def evaluate_claim(claim: Claim, stats: Any, scale: str) -> Result:
     except _NotRun as why:
         res.verdict, res.reason = NOT_RUN, str(why)
         return res
+    why = _inconclusive(claim, found + (p_found if claim.p else []), res.p)
+    if why:
+        res.verdict, res.reason = INCONCLUSIVE, why
+        return res
     res.verdict = REPRODUCED if _holds(claim, res.values, res.p) else NOT_REPRODUCED
     return res
+
+
+def _flag(found: Found, key: str) -> Any:
+    """``key`` of the innermost mapping on a value's path that has it (None: none has)."""
+    for node in reversed(found.trail):
+        if key in node:
+            return node[key]
+    return None
+
+
+def seeds_of(found: Found) -> int | None:
+    """The seeds behind a value: the smaller of a contrast's n_a and n_b, or an arm's n, of
+    the innermost mapping on its path that has them (None: not a per-seed statistic)."""
+    for node in reversed(found.trail + ([found.value] if isinstance(found.value, dict) else [])):
+        if isinstance(node.get("n_a"), int) and isinstance(node.get("n_b"), int):
+            return min(node["n_a"], node["n_b"])
+        if isinstance(node.get("n"), int) and not isinstance(node.get("n"), bool):
+            return node["n"]
+    return None
+
+
+def _too_few_seeds(rule: str, found: Iterable[Found]) -> str | None:
+    ns = [n for n in (seeds_of(f) for f in found) if n is not None]
+    if ns and min(ns) < MIN_SEEDS:
+        return f"{min(ns)} seed(s) per arm: a {rule} rule needs at least {MIN_SEEDS}"
+    return None
+
+
+def _inconclusive(claim: Claim, found: list[Found], p: list[float]) -> str | None:
+    """Why the data cannot decide the claim either way (None: they can). A tie of two arms
+    at chance is no evidence of "no difference", nor a NaN p of anything; a "better" claim
+    on an arm that never left chance says nothing of the effect; a per-seed threshold or
+    interval on one or two seeds is a draw, not a reproduction."""
+    rule = claim.rule
+    if rule in NEEDS_P and any(math.isnan(q) for q in p):
+        return "p is not a number"
+    if rule == "not_significant" and any(_flag(f, "both_chance") is True for f in found):
+        return "both arms at chance: a tie at the floor tests no difference"
+    if rule == "same_sign_significant" and any(_flag(f, "a_chance") is True for f in found):
+        return "arm a at chance: no effect of a learned arm to read"
+    if rule in ("within", "at_least", "at_most"):
+        return _too_few_seeds(rule, found)
+    return None
 
 
 def smallest_p(n_a: int, n_b: int) -> float:
@@ -762,6 +814,7 @@ def _holds(claim: Claim, values: list[Any], p: list[float]) -> bool:
 
 def _ordering(claim: Claim, stats: Any, res: Result) -> Result:
     labels, values, ns, dropped = [], [], [], []
+    every: list[Found] = []
     for arm in claim.arms:
         try:
             found = _read(stats, claim.paths(arm), claim.id)
@@ -781,6 +834,7 @@ def _ordering(claim: Claim, stats: Any, res: Result) -> Result:
         labels.append(arm)
         values.append(_as_number(value[0], claim.id))
         ns.append(_ns(found))
+        every += found
     res.labels, res.values = labels, values
     res.n = ", ".join(dict.fromkeys(n for n in ns if n)) or None
     if dropped:
@@ -800,6 +854,16 @@ def _ordering(claim: Claim, stats: Any, res: Result) -> Result:
     if len(values) < 2:
         res.verdict = NOT_RUN
         res.reason = res.reason or "fewer than two arms at this scale"
+        return res
+    few = _too_few_seeds(claim.rule, every)
+    if few:
+        res.verdict, res.reason = INCONCLUSIVE, "; ".join(x for x in (few, res.reason) if x)
+        return res
+    if max(values) - min(values) < 1e-9:  # all at chance, or all at ceiling
+        res.verdict = INCONCLUSIVE
+        res.reason = "; ".join(
+            x for x in ("every arm at one value: no order to read", res.reason) if x
+        )
         return res
     sign = 1 if claim.order == "ascending" else -1
     pairs = list(zip(values, values[1:], strict=False))
@@ -954,7 +1018,7 @@ def row(res: Result) -> dict[str, Any]:
 
 
 def counts(results: Sequence[Result]) -> dict[str, int]:
-    return {v: sum(r.verdict == v for r in results) for v in (REPRODUCED, NOT_REPRODUCED, NOT_RUN)}
+    return {v: sum(r.verdict == v for r in results) for v in VERDICTS}
 
 
 _TEX_TEXT = {
