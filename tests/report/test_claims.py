@@ -599,3 +599,20 @@ def test_a_causal_reading_is_evaluated_beside_the_claim_and_rendered(tmp_path: P
 def test_a_bad_causal_block_fails_naming_the_key(block, key, problem) -> None:
     with pytest.raises(C.ClaimError, match=rf"claim toy_claim: {re.escape(key)}: {problem}"):
         parse(claim(causal=block))
+
+
+def test_a_collapse_claim_needs_its_positive_control_to_have_learned() -> None:
+    """A "collapses" claim on an arm at the floor says nothing when nothing learned at that
+    budget: it names a control that must reach its threshold, else inconclusive."""
+    low = {
+        "p": None,
+        "rule": "at_most",
+        "statistic": "arms/plain-pairs32/mean",
+        "source_value": 0.2,
+        "control": {"statistic": "arms/armed-pairs32/mean", "at_least": 0.9, "what": "armed"},
+    }
+    assert verdict(**low).verdict == C.REPRODUCED  # the control learned (0.95)
+    r = verdict(**{**low, "control": {**low["control"], "at_least": 0.99}})
+    assert r.verdict == C.INCONCLUSIVE and "positive control (armed) did not learn" in r.reason
+    with pytest.raises(C.ClaimError, match="toy_claim: control: expected"):
+        verdict(**{**low, "control": {"statistic": "arms/x/mean"}})

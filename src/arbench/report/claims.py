@@ -90,6 +90,7 @@ KEYS = {
     "refs",
     "note",
     "causal",
+    "control",
 }
 # what a claim's ``causal`` block may set: the same claim read off the causal recipe's
 # experiment (today's harness), whose verdict is the report's "holds under the causal recipe"
@@ -312,6 +313,11 @@ class Claim:
     refs: tuple[str, ...] | None = None
     note: str = ""
     causal: Claim | None = None  # the same claim read off the causal recipe's experiment
+    # a "collapses" / "cannot" claim's positive control: statistics of the same budget that
+    # must reach control_at_least, or the claim is inconclusive (nothing learned at all)
+    control: tuple[str, ...] = ()
+    control_at_least: float | None = None
+    control_what: str = ""
 
     @property
     def source_name(self) -> str:
@@ -498,8 +504,22 @@ def _parse_claim(entry: Any, index: int, alpha: float, sources: Sequence[str], w
             raise fail(f"causal.{extra[0]}", f"unknown key; allowed {sorted(CAUSAL_KEYS)}")
         if "experiment" not in entry:
             raise fail("causal", "only an experiment's claim has a causal-recipe reading")
-        own = {k: v for k, v in entry.items() if k not in ("causal", "p", "n", "note", "refs")}
+        skip = ("causal", "p", "n", "note", "refs", "control")
+        own = {k: v for k, v in entry.items() if k not in skip}
         causal = _parse_claim({**own, **block}, index, alpha, sources, where)
+    control, control_at_least, control_what = (), None, ""
+    if "control" in entry:
+        block = entry["control"]
+        if (
+            not isinstance(block, Mapping)
+            or set(block) - {"statistic", "at_least", "what"}
+            or not {"statistic", "at_least", "what"} <= set(block)
+        ):
+            raise fail("control", "expected {statistic, at_least, what}")
+        control = _paths(cid, "control.statistic", block["statistic"], where)
+        if isinstance(block["at_least"], bool) or not isinstance(block["at_least"], int | float):
+            raise fail("control.at_least", "expected a number")
+        control_at_least, control_what = float(block["at_least"]), str(block["what"])
     return Claim(
         id=cid,
         claim=" ".join(entry["claim"].split()),
@@ -529,6 +549,9 @@ def _parse_claim(entry: Any, index: int, alpha: float, sources: Sequence[str], w
         refs=tuple(refs) if refs is not None else None,
         note=" ".join(str(entry.get("note", "")).split()),
         causal=causal,
+        control=control,
+        control_at_least=control_at_least,
+        control_what=control_what,
     )
 
 
@@ -697,10 +720,17 @@ def evaluate_claim(claim: Claim, stats: Any, scale: str) -> Result:
             weak = [m for m in (_underpowered(f, claim.alpha) for f in p_found) if m]
             if weak and claim.rule in NEEDS_P:  # elsewhere the p is shown, not tested
                 raise _NotRun(weak[0])
+        control = _read(stats, claim.control, claim.id) if claim.control else []
     except _NotRun as why:
         res.verdict, res.reason = NOT_RUN, str(why)
         return res
     why = _inconclusive(claim, found + (p_found if claim.p else []), res.p)
+    learned = [_as_number(f.value, claim.id) for f in control]
+    if not why and any(v < claim.control_at_least for v in learned):
+        why = (
+            f"the positive control ({claim.control_what}) did not learn at this budget: "
+            f"{', '.join(_fmt(v) for v in learned)} against {_fmt(claim.control_at_least)}"
+        )
     if why:
         res.verdict, res.reason = INCONCLUSIVE, why
         return res
