@@ -340,6 +340,39 @@ def test_a_missing_experiment_or_stats_file_is_not_run(tmp_path: Path) -> None:
     assert unplanned == {"toy_claim": C.REPRODUCED, "elsewhere": C.NOT_RUN, "absent": C.NOT_RUN}
 
 
+def test_claims_the_sources_cannot_all_satisfy_are_source_inconsistent(tmp_path: Path) -> None:
+    """A claim that names the claims its source's numbers contradict, or a source error, is
+    "source inconsistent" whatever our data say (our verdict kept in the reason), and
+    counted apart from reproduced and not reproduced."""
+    (tmp_path / "stats").mkdir()
+    (tmp_path / "stats" / "toy.json").write_text(json.dumps(STATS))
+    cf = parse(
+        claim(id="a", conflicts_with=["b"]),
+        claim(id="b", conflicts_with=["a"], source_value=-0.7),
+        claim(id="c", source_error="1/K is out of reach with 26 values"),
+        claim(id="d"),
+    )
+    got = {r.claim.id: r for r in C.evaluate(cf, tmp_path, "test")}
+    assert got["a"].verdict == C.SOURCE_INCONSISTENT
+    assert "cannot hold together with b" in got["a"].reason
+    assert "our data: reproduced" in got["a"].reason
+    assert "our data: not reproduced" in got["b"].reason
+    assert got["c"].verdict == C.SOURCE_INCONSISTENT and "source error: 1/K" in got["c"].reason
+    assert got["d"].verdict == C.REPRODUCED
+    counts = C.counts(list(got.values()))
+    assert counts[C.SOURCE_INCONSISTENT] == 3 and counts[C.REPRODUCED] == 1
+    assert counts[C.NOT_REPRODUCED] == 0
+
+
+def test_a_conflict_must_name_a_claim_that_names_it_back() -> None:
+    with pytest.raises(C.ClaimError, match=r"claim a: conflicts_with: b does not name a back"):
+        parse(claim(id="a", conflicts_with=["b"]), claim(id="b"))
+    with pytest.raises(C.ClaimError, match=r"claim a: conflicts_with: no claim zz"):
+        parse(claim(id="a", conflicts_with=["zz"]))
+    with pytest.raises(C.ClaimError, match=r"conflicts_with"):
+        parse(claim(id="a", conflicts_with="b"))
+
+
 # ------------------------------------------------------------------ validation
 
 
@@ -424,7 +457,8 @@ def _results() -> list[C.Result]:
 def test_markdown_lists_every_claim_with_its_verdict_and_links() -> None:
     md = C.render_markdown(_results(), "test")
     assert (
-        "3 claims:\n1 reproduced, 0 not reproduced,\n0 inconclusive, 2 not run at this scale." in md
+        "3 claims:\n1 reproduced, 0 not reproduced,\n0 inconclusive, 0 source inconsistent,\n"
+        "2 not run at this scale." in md
     )
     row = next(line for line in md.splitlines() if line.startswith("| `toy_claim`"))
     cells = [c.strip() for c in row.strip("|").split(" | ")]
@@ -445,7 +479,10 @@ def test_latex_escapes_and_references() -> None:
     assert r"\claimref{Figure}{fig:toy}{figures/\allowbreak{}toy.png}" in tex
     assert tex.count(r"\begin{table}") == 1 and r"\label{tab:claims}" in tex
     assert r"\toprule" in tex and r"\bottomrule" in tex and "p{0.35\\linewidth}" in tex
-    assert "Of 3 claims, 1 are reproduced, 0 not reproduced, 0 inconclusive and 2 not run" in tex
+    assert (
+        "Of 3 claims, 1 are reproduced, 0 not reproduced, 0 inconclusive, "
+        "0 source inconsistent and 2 not run" in tex
+    )
     assert r"\S{}4" in tex and "§" not in tex
 
 

@@ -46,7 +46,10 @@ NOT_RUN = "not run at this scale"
 # a verdict the data cannot give: a tie of two arms at the floor, a NaN p, a claim on arm a
 # that never left chance, a per-seed rule on fewer than MIN_SEEDS seeds (the reason says which)
 INCONCLUSIVE = "inconclusive"
-VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_RUN)
+# claims whose source numbers cannot all hold (conflicts_with), or that no data can meet
+# (source_error): counted apart, our data's own verdict in the reason
+SOURCE_INCONSISTENT = "source inconsistent"
+VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, SOURCE_INCONSISTENT, NOT_RUN)
 MIN_SEEDS = 3  # per arm, for within / at_least / at_most / ordering on per-seed statistics
 
 RULES = {
@@ -91,6 +94,8 @@ KEYS = {
     "note",
     "causal",
     "control",
+    "conflicts_with",
+    "source_error",
 }
 # what a claim's ``causal`` block may set: the same claim read off the causal recipe's
 # experiment (today's harness), whose verdict is the report's "holds under the causal recipe"
@@ -318,6 +323,8 @@ class Claim:
     control: tuple[str, ...] = ()
     control_at_least: float | None = None
     control_what: str = ""
+    conflicts_with: tuple[str, ...] = ()  # claims the source's numbers cannot hold beside
+    source_error: str = ""  # why no data can meet the source's number
 
     @property
     def source_name(self) -> str:
@@ -385,6 +392,14 @@ def parse_claims(doc: Any, where: str = "claims.yaml") -> ClaimsFile:
         if claims[-1].id in seen:
             raise ClaimError(f"{where}: claim {claims[-1].id}: id: declared twice")
         seen.add(claims[-1].id)
+    for c in claims:
+        for other in c.conflicts_with:
+            if other not in seen:
+                raise ClaimError(f"{where}: claim {c.id}: conflicts_with: no claim {other}")
+            if c.id not in next(x for x in claims if x.id == other).conflicts_with:
+                raise ClaimError(
+                    f"{where}: claim {c.id}: conflicts_with: {other} does not name {c.id} back"
+                )
     return ClaimsFile(float(alpha), tuple(sources), dict(pending), tuple(claims))
 
 
@@ -507,6 +522,9 @@ def _parse_claim(entry: Any, index: int, alpha: float, sources: Sequence[str], w
         skip = ("causal", "p", "n", "note", "refs", "control")
         own = {k: v for k, v in entry.items() if k not in skip}
         causal = _parse_claim({**own, **block}, index, alpha, sources, where)
+    conflicts = entry.get("conflicts_with", [])
+    if not isinstance(conflicts, list) or not all(isinstance(c, str) for c in conflicts):
+        raise fail("conflicts_with", "expected a list of claim ids")
     control, control_at_least, control_what = (), None, ""
     if "control" in entry:
         block = entry["control"]
@@ -552,6 +570,8 @@ def _parse_claim(entry: Any, index: int, alpha: float, sources: Sequence[str], w
         control=control,
         control_at_least=control_at_least,
         control_what=control_what,
+        conflicts_with=tuple(conflicts),
+        source_error=" ".join(str(entry.get("source_error", "")).split()),
     )
 
 
@@ -902,6 +922,23 @@ def _ordering(claim: Claim, stats: Any, res: Result) -> Result:
     return res
 
 
+def _source_check(res: Result) -> Result:
+    """A claim the sources cannot satisfy takes the verdict "source inconsistent", naming
+    the conflicting claims (or the source's error), with our data's own verdict kept in the
+    reason."""
+    c = res.claim
+    if not (c.conflicts_with or c.source_error):
+        return res
+    why = (
+        f"source error: {c.source_error}"
+        if c.source_error
+        else f"cannot hold together with {', '.join(c.conflicts_with)}"
+    )
+    ours = res.verdict + (f" ({res.reason})" if res.reason else "")
+    res.verdict, res.reason = SOURCE_INCONSISTENT, f"{why}; our data: {ours}"
+    return res
+
+
 def default_refs(claim: Claim) -> list[str]:
     """The table and figure a claim's statistic comes from, relative to the results root."""
     if claim.refs is not None:
@@ -944,7 +981,7 @@ def evaluate(
 
     results = []
     for claim in claims.claims:
-        res = one(claim, claim.id)
+        res = _source_check(one(claim, claim.id))
         if claim.causal is not None:
             res.causal = one(claim.causal, causal_key(claim))
         results.append(res)
