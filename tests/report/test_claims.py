@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
 
@@ -33,7 +34,17 @@ def contrast(a: str, b: str, diff: float, p: float, n: int = 5, value: Any = Non
         "exact": True,
         "n_a": n,
         "n_b": n,
-        "lock_in": {"n_a": n, "n_b": n, "rate_a": 0.8, "rate_b": 0.0, "p": 0.048},
+        "scores_a": [0.5 + diff + 0.01 * i for i in range(n)],
+        "scores_b": [0.5 + 0.01 * i for i in range(n)],
+        "lock_in": {
+            "n_a": n,
+            "n_b": n,
+            "k_a": round(0.8 * n),
+            "k_b": 0,
+            "rate_a": 0.8,
+            "rate_b": 0.0,
+            "p": 0.048,
+        },
     }
 
 
@@ -87,6 +98,8 @@ def claim(**over: Any) -> dict[str, Any]:
         "rule": "same_sign_significant",
     }
     base.update(over)
+    if base.get("rule") == "not_significant":
+        base.setdefault("delta", 0.15)
     return {k: v for k, v in base.items() if v is not None}
 
 
@@ -164,6 +177,34 @@ def test_a_tie_at_chance_or_a_nan_p_is_inconclusive_for_a_null_claim() -> None:
     stats["contrasts"][0].update(p=float("nan"))
     r = verdict(stats, rule="not_significant")
     assert r.verdict == C.INCONCLUSIVE and "not a number" in r.reason
+
+
+def test_a_null_claim_needs_the_power_to_see_its_delta() -> None:
+    """ "No difference" is reproduced only where the exact test's minimum detectable effect at
+    this n (80 % power) is at most the claim's delta: noisy seeds, or lock-in counts at 4 vs
+    4 (Fisher's power for 0.8 vs 0.2 is 0.17), are inconclusive, and the MDE is printed."""
+    quiet = copy.deepcopy(STATS)
+    quiet["contrasts"][0].update(p=0.4)
+    r = verdict(quiet, rule="not_significant")
+    assert r.verdict == C.REPRODUCED and "minimum detectable mean difference" in r.reason
+    noisy = copy.deepcopy(quiet)
+    rng = np.random.default_rng(0)
+    noisy["contrasts"][0].update(
+        scores_a=list(rng.uniform(0.1, 0.9, 5)), scores_b=list(rng.uniform(0.1, 0.9, 5))
+    )
+    r = verdict(noisy, rule="not_significant")
+    assert r.verdict == C.INCONCLUSIVE and "against delta 0.15" in r.reason
+    assert verdict(noisy, rule="not_significant", delta=0.9).verdict == C.REPRODUCED
+    lock = copy.deepcopy(quiet)
+    lock["contrasts"][0]["lock_in"].update(n_a=4, n_b=4, k_a=1, k_b=0, p=1.0)
+    r = verdict(lock, rule="not_significant", p="contrasts[a=armed,b=plain,value=16]/lock_in/p")
+    assert r.verdict == C.INCONCLUSIVE and "lock-in rate difference 0.95 at n = 4 vs 4" in r.reason
+    bare = copy.deepcopy(quiet)
+    del bare["contrasts"][0]["scores_a"]
+    r = verdict(bare, rule="not_significant")
+    assert r.verdict == C.INCONCLUSIVE and "no per-seed scores" in r.reason
+    with pytest.raises(C.ClaimError, match=r"claim toy_claim: delta: a no-difference claim"):
+        parse(claim(rule="not_significant", delta=0))
 
 
 def test_a_positive_claim_on_an_arm_at_chance_is_inconclusive() -> None:

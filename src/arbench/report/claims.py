@@ -30,15 +30,18 @@ import argparse
 import json
 import math
 import re
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import jinja2
+import numpy as np
 import yaml
 
 from arbench.report.tables import TEMPLATES, environment, fmt_p, latex_escape
+from arbench.stats.power import fisher_mde, permutation_mde
 
 REPRODUCED = "reproduced"
 NOT_REPRODUCED = "not reproduced"
@@ -96,6 +99,7 @@ KEYS = {
     "control",
     "conflicts_with",
     "source_error",
+    "delta",
 }
 # what a claim's ``causal`` block may set: the same claim read off the causal recipe's
 # experiment (today's harness), whose verdict is the report's "holds under the causal recipe"
@@ -323,6 +327,7 @@ class Claim:
     control: tuple[str, ...] = ()
     control_at_least: float | None = None
     control_what: str = ""
+    delta: float | None = None  # a no-difference claim: the smallest difference it rules out
     conflicts_with: tuple[str, ...] = ()  # claims the source's numbers cannot hold beside
     source_error: str = ""  # why no data can meet the source's number
 
@@ -478,7 +483,7 @@ def _parse_claim(entry: Any, index: int, alpha: float, sources: Sequence[str], w
     if reduce in ("diff", "ratio") and len(statistic) != 2:
         raise fail("reduce", f"{reduce} takes exactly two paths")
     numbers = {}
-    for key in ("alpha", "tolerance", "target", "threshold"):
+    for key in ("alpha", "tolerance", "target", "threshold", "delta"):
         if key in entry:
             numbers[key] = _number(entry[key])
             if numbers[key] is None:
@@ -489,6 +494,10 @@ def _parse_claim(entry: Any, index: int, alpha: float, sources: Sequence[str], w
             raise fail("tolerance", "rule within needs a tolerance >= 0")
         if numbers.get("target") is None and source_number is None:
             raise fail("target", "the source's value is not a number: give target")
+    if rule == "not_significant" and not (numbers.get("delta") or 0) > 0:
+        raise fail(
+            "delta", "a no-difference claim names the smallest difference it rules out (> 0)"
+        )
     if rule in ("at_least", "at_most") and numbers.get("threshold") is None:
         if source_number is None:
             raise fail("threshold", "the source's value is not a number: give threshold")
@@ -556,6 +565,7 @@ def _parse_claim(entry: Any, index: int, alpha: float, sources: Sequence[str], w
         tolerance=numbers.get("tolerance"),
         target=numbers.get("target", source_number),
         threshold=numbers.get("threshold", source_number),
+        delta=numbers.get("delta"),
         sign=SIGNS[sign] if sign else None,
         arms=tuple(arms),
         source_values=tuple(
@@ -751,11 +761,56 @@ def evaluate_claim(claim: Claim, stats: Any, scale: str) -> Result:
             f"the positive control ({claim.control_what}) did not learn at this budget: "
             f"{', '.join(_fmt(v) for v in learned)} against {_fmt(claim.control_at_least)}"
         )
+    if not why and claim.rule == "not_significant":
+        why, res.reason = _null_power(claim, p_found)
     if why:
         res.verdict, res.reason = INCONCLUSIVE, why
         return res
     res.verdict = REPRODUCED if _holds(claim, res.values, res.p) else NOT_REPRODUCED
     return res
+
+
+POWER = 0.8  # the power at which a no-difference claim's minimum detectable effect is read
+
+
+def minimum_detectable_effect(node: Mapping[str, Any], alpha: float, seed: int) -> float | None:
+    """The MDE of the exact test behind a contrast's p (80 % power, two-sided ``alpha``):
+    Fisher's on a lock-in block (rates centred on the pooled rate), else the permutation
+    test of means on the contrast's per-seed scores. None: nothing is detectable."""
+    if "k_a" in node:
+        pooled = (node["k_a"] + node["k_b"]) / (node["n_a"] + node["n_b"])
+        return fisher_mde(node["n_a"], node["n_b"], pooled, alpha, POWER)
+    return permutation_mde(
+        node["scores_a"], node["scores_b"], alpha, POWER, rng=np.random.default_rng(seed)
+    )
+
+
+def _null_power(claim: Claim, p_found: list[Found]) -> tuple[str | None, str]:
+    """(why inconclusive, or None; the MDE line for the reason): a "no difference" is
+    evidence only where the test could have seen the claim's delta."""
+    seed = zlib.crc32(claim.id.encode())
+    worst: tuple[float, str] | None = None
+    for f in p_found:
+        node = next(
+            (t for t in reversed(f.trail) if isinstance(t.get("n_a"), int) and "n_b" in t), None
+        )
+        if node is None or not ("k_a" in node or "scores_a" in node):
+            return "no per-seed scores to size the test by (rerun the stats rule)", ""
+        n = f"n = {node['n_a']} vs {node['n_b']}"
+        mde = minimum_detectable_effect(node, claim.alpha, seed)
+        if mde is None:
+            return f"no difference is detectable at {n} (80 % power, two-sided)", ""
+        if worst is None or mde > worst[0]:
+            worst = (mde, n)
+    if worst is None:
+        return None, ""
+    mde, n = worst
+    what = "lock-in rate" if "lock_in" in claim.p[0] else "mean"
+    line = (
+        f"minimum detectable {what} difference {mde:.3g} at {n} (80 % power, "
+        f"two-sided alpha {claim.alpha:g}), against delta {claim.delta:g}"
+    )
+    return (line if mde > claim.delta else None), line
 
 
 def _flag(found: Found, key: str) -> Any:

@@ -247,6 +247,8 @@ def _contrast(
         "lock_in": compare_lock_in(a["scores"], b["scores"], threshold),
         "mean_a": a["mean"],
         "mean_b": b["mean"],
+        "scores_a": a["scores"],
+        "scores_b": b["scores"],
         "a_chance": a["chance"],
         "b_chance": b["chance"],
         "both_chance": a["chance"] and b["chance"],
