@@ -512,6 +512,29 @@ def test_markdown_lists_every_claim_with_its_verdict_and_links() -> None:
     assert "| `pending` |" in md and "experiment kv is not in the config" in md
 
 
+def test_statements_that_are_not_claims_are_listed_and_validated() -> None:
+    """A design parameter or an untestable statement is listed after the claims, so the
+    report accounts for every statement of the sources; a bad entry names its key."""
+    design = {
+        "statement": "K in {8, 16, 32}",
+        "source": SOURCE,
+        "kind": "design",
+        "where": "experiments.capacity.grid",
+    }
+    cf = parse(claim(), not_claims=[design])
+    assert cf.not_claims[0].source == "the paper summary, §4" and cf.not_claims[0].kind == "design"
+    md = C.render_markdown(_results(), "test", claims=cf)
+    assert "## Statements of the sources that are not claims" in md
+    assert "| K in {8, 16, 32} | the paper summary, §4 | design | experiments.capacity.grid |" in md
+    assert "Sources: the paper summary." in md
+    with pytest.raises(C.ClaimError, match=r"not_claims #1: kind: one of"):
+        parse(claim(), not_claims=[{**design, "kind": "maybe"}])
+    with pytest.raises(C.ClaimError, match=r"not_claims #1: source"):
+        parse(claim(), not_claims=[{**design, "source": {"title": "a blog"}}])
+    with pytest.raises(C.ClaimError, match=r"not_claims #1: expected exactly"):
+        parse(claim(), not_claims=[{"statement": "x"}])
+
+
 def test_latex_escapes_and_references() -> None:
     tex = C.render_tex(_results(), "test")
     assert r"Convolution \& decay: 50\% of the\_\allowbreak{}gain $>$ noise" in tex

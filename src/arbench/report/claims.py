@@ -104,7 +104,11 @@ KEYS = {
 # what a claim's ``causal`` block may set: the same claim read off the causal recipe's
 # experiment (today's harness), whose verdict is the report's "holds under the causal recipe"
 CAUSAL_KEYS = {"experiment", "statistic", "p", "n", "note", "arms"}
-TOP_KEYS = {"alpha", "sources", "pending_experiments", "claims"}
+TOP_KEYS = {"alpha", "sources", "pending_experiments", "claims", "not_claims"}
+# a quantitative statement of a source that is no claim: a parameter of the protocol the
+# config reproduces (``design``, ``where``: the config key), or one no run of this harness
+# can test (``untestable``, ``where``: why)
+NOT_CLAIM_KINDS = ("design", "untestable")
 ID = re.compile(r"^[a-z][a-z0-9_]*$")
 SEGMENT = re.compile(r"^([^\[\]]*)((?:\[[^\[\]]*\])*)$")
 SELECTOR = re.compile(r"\[([^\[\]]*)\]")
@@ -352,6 +356,41 @@ class ClaimsFile:
     sources: tuple[str, ...]
     pending: Mapping[str, str]
     claims: tuple[Claim, ...]
+    not_claims: tuple[NotClaim, ...] = ()
+
+
+@dataclass(frozen=True)
+class NotClaim:
+    """A statement of a source listed as a design parameter or as untestable, so the
+    report accounts for every quantitative statement of the sources."""
+
+    statement: str
+    source: str
+    kind: str
+    where: str
+
+
+def _parse_not_claims(doc: Any, sources: Sequence[str], where: str) -> tuple[NotClaim, ...]:
+    entries = doc.get("not_claims") or []
+    if not isinstance(entries, list):
+        raise ClaimError(f"{where}: not_claims: expected a list")
+    out = []
+    for i, e in enumerate(entries):
+        at = f"{where}: not_claims #{i + 1}"
+        if not isinstance(e, Mapping) or set(e) != {"statement", "source", "kind", "where"}:
+            raise ClaimError(f"{at}: expected exactly statement, source, kind, where")
+        src = e["source"]
+        if not isinstance(src, Mapping) or src.get("title") not in sources:
+            raise ClaimError(f"{at}: source: expected {{title, section}}, title one of the sources")
+        if e["kind"] not in NOT_CLAIM_KINDS:
+            raise ClaimError(f"{at}: kind: one of {list(NOT_CLAIM_KINDS)}")
+        for key in ("statement", "where"):
+            if not isinstance(e[key], str) or not e[key].strip():
+                raise ClaimError(f"{at}: {key}: expected text")
+        section = src.get("section")
+        title = f"{src['title']}, {section}" if section else str(src["title"])
+        out.append(NotClaim(" ".join(e["statement"].split()), title, e["kind"], e["where"]))
+    return tuple(out)
 
 
 def _number(value: Any) -> float | None:
@@ -405,7 +444,13 @@ def parse_claims(doc: Any, where: str = "claims.yaml") -> ClaimsFile:
                 raise ClaimError(
                     f"{where}: claim {c.id}: conflicts_with: {other} does not name {c.id} back"
                 )
-    return ClaimsFile(float(alpha), tuple(sources), dict(pending), tuple(claims))
+    return ClaimsFile(
+        float(alpha),
+        tuple(sources),
+        dict(pending),
+        tuple(claims),
+        _parse_not_claims(doc, sources, where),
+    )
 
 
 def _parse_claim(entry: Any, index: int, alpha: float, sources: Sequence[str], where: str) -> Claim:
@@ -1204,9 +1249,13 @@ def _groups(rows: list[dict[str, Any]], size: int) -> list[dict[str, Any]]:
 
 
 def render_markdown(
-    results: Sequence[Result], scale: str, template: str | Path | None = None
+    results: Sequence[Result],
+    scale: str,
+    template: str | Path | None = None,
+    claims: ClaimsFile | None = None,
 ) -> str:
-    """claims.md: a summary, then a row per claim (reasons and notes beside the verdict)."""
+    """claims.md: a summary, then a row per claim (reasons and notes beside the verdict),
+    then the sources' statements that are design parameters or untestable."""
     template = Path(template or TEMPLATES / "claims.md.j2")
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(template.parent)),
@@ -1218,8 +1267,14 @@ def render_markdown(
     )
     env.filters["md"] = md_text
     rows = [row(r) for r in results]
+    sources = claims.sources if claims else ()
     return env.get_template(template.name).render(
-        rows=rows, scale=scale, counts=counts(results), rules=RULES
+        rows=rows,
+        scale=scale,
+        counts=counts(results),
+        rules=RULES,
+        sources=sources,
+        not_claims=claims.not_claims if claims else (),
     )
 
 
@@ -1260,7 +1315,7 @@ def write_report(
 
     claims = load_claims(claims_path)
     results = evaluate(claims, root, scale, planned)
-    atomic_write_text(md_out, render_markdown(results, scale, md_template))
+    atomic_write_text(md_out, render_markdown(results, scale, md_template, claims))
     atomic_write_text(
         tex_out, render_tex(results, scale, tex_template, source=Path(claims_path).name)
     )
