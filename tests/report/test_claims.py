@@ -231,11 +231,24 @@ def test_a_per_seed_rule_on_fewer_than_three_seeds_is_inconclusive() -> None:
 
 def test_fan_out_must_hold_at_every_value() -> None:
     every = {"statistic": "contrasts[a=armed,b=plain]/diff", "p": "contrasts[a=armed,b=plain]/p"}
-    r = verdict(**every)
+    r = verdict(**every, source_value="positive", sign="positive")  # the sign alone
     assert r.verdict == C.REPRODUCED and r.values == [0.69, 0.85] and r.p == [0.008, 0.008]
     stats = copy.deepcopy(STATS)
     stats["contrasts"][1]["p"] = 0.3
-    assert verdict(stats, **every).verdict == C.NOT_REPRODUCED
+    assert verdict(stats, **every, sign="positive").verdict == C.NOT_REPRODUCED
+
+
+def test_a_positive_claim_prints_its_interval_and_is_sign_only_when_it_excludes_the_source():
+    """The difference's 95 % bootstrap interval over seeds is printed; a claim whose sign
+    and p hold while the source's value lies outside it is "reproduced (sign only)"."""
+    r = verdict()  # +0.69 with a spread of 0.01 per seed: the interval holds 0.7
+    assert r.verdict == C.REPRODUCED and "holds the source's 0.7" in r.reason
+    r = verdict(source_value=0.6)
+    assert r.verdict == C.REPRODUCED_SIGN and "excludes the source's 0.6" in r.reason
+    assert "95 % interval [0.6" in r.reason
+    wide = copy.deepcopy(STATS)
+    wide["contrasts"][0].update(scores_a=[0.3, 0.9, 1.0, 0.9, 1.0], scores_b=[0.1] * 5)
+    assert verdict(wide, source_value=0.6).verdict == C.REPRODUCED  # noisy seeds reach 0.6
 
 
 def test_within_at_least_at_most_and_holds() -> None:
@@ -306,6 +319,66 @@ def test_ordering() -> None:
     assert r.verdict == C.REPRODUCED and "pairs = 8 not in this scale's grid" in r.reason
     only_one = {**base, "arms": ["armed-pairs8", "armed-pairs16"], "skip_missing": True}
     assert verdict(**only_one).verdict == C.NOT_RUN
+
+
+def test_an_ordering_needs_a_noise_margin_and_a_row_that_is_not_flat() -> None:
+    """Neighbours closer than two standard errors cannot show a strict order (inconclusive);
+    a row all at chance or all at ceiling has no order to read."""
+    base = {
+        "p": None,
+        "rule": "ordering",
+        "source_value": "armed > plain",
+        "statistic": "arms/{arm}/mean",
+        "arms": ["armed-pairs16", "armed-pairs32", "plain-pairs16"],
+    }
+    noisy = copy.deepcopy(STATS)
+    for a in noisy["arms"].values():
+        a["sd"] = 0.01
+    assert verdict(noisy, **base).verdict == C.REPRODUCED  # 0.99 > 0.95 > 0.30, tight seeds
+    noisy["arms"]["armed-pairs32"]["sd"] = 0.3  # 0.04 apart, margin 2 sqrt(0.01^2/5 + 0.3^2/5)
+    r = verdict(noisy, **base)
+    assert r.verdict == C.INCONCLUSIVE and "inside the noise margin 0.268" in r.reason
+    assert verdict(noisy, **base, strict=False).verdict == C.REPRODUCED
+    noisy["arms"]["armed-pairs32"]["mean"] = 1.0  # the wrong way, but within the noise
+    assert verdict(noisy, **base).verdict == C.INCONCLUSIVE
+    for a in noisy["arms"].values():
+        a["sd"] = 0.001  # the wrong way beyond the noise
+    assert verdict(noisy, **base).verdict == C.NOT_REPRODUCED
+    chance = copy.deepcopy(STATS)
+    for i, a in enumerate(chance["arms"].values()):
+        a.update(chance=True, mean=0.05 - 0.01 * i)
+    r = verdict(chance, **base)
+    assert r.verdict == C.INCONCLUSIVE and "every arm at chance" in r.reason
+    ceiling = copy.deepcopy(STATS)
+    for i, a in enumerate(ceiling["arms"].values()):
+        a.update(mean=1.0 - 0.001 * i)
+    r = verdict(ceiling, **base)
+    assert r.verdict == C.INCONCLUSIVE and "every arm at ceiling" in r.reason
+
+
+def test_a_chance_claim_reads_the_papers_ten_times_the_floor_rule() -> None:
+    """'At chance' is the paper's rule: every mean within 10x of its floor, the mean printed
+    beside the source's number; on fewer than three seeds it is inconclusive."""
+    base = {
+        "p": None,
+        "rule": "at_chance",
+        "source_value": "0.017-0.019",
+        "statistic": "arms/plain-pairs32/mean",
+        "floor": "floors/value_marginal",
+    }
+    r = verdict(**base)  # 0.10 against a floor of 0.0385 (10x: 0.385)
+    assert r.verdict == C.REPRODUCED
+    assert "mean 0.100 against the source's 0.017-0.019; floor 0.038" in r.reason
+    high = copy.deepcopy(STATS)
+    high["arms"]["plain-pairs32"]["mean"] = 0.5
+    assert verdict(high, **base).verdict == C.NOT_REPRODUCED
+    few = copy.deepcopy(STATS)
+    few["arms"]["plain-pairs32"]["n"] = 1
+    assert verdict(few, **base).verdict == C.INCONCLUSIVE
+    with pytest.raises(C.ClaimError, match=r"claim toy_claim: floor: an at_chance claim"):
+        parse(claim(**{**base, "floor": None}))
+    with pytest.raises(C.ClaimError, match=r"claim toy_claim: floor: only an at_chance"):
+        parse(claim(floor="floors/value_marginal"))
 
 
 def test_rank_correlation() -> None:
@@ -498,7 +571,8 @@ def _results() -> list[C.Result]:
 def test_markdown_lists_every_claim_with_its_verdict_and_links() -> None:
     md = C.render_markdown(_results(), "test")
     assert (
-        "3 claims:\n1 reproduced, 0 not reproduced,\n0 inconclusive, 0 source inconsistent,\n"
+        "3 claims:\n1 reproduced, 0 reproduced (sign only),\n0 not reproduced,\n"
+        "0 inconclusive, 0 source inconsistent,\n"
         "2 not run at this scale." in md
     )
     row = next(line for line in md.splitlines() if line.startswith("| `toy_claim`"))
@@ -544,7 +618,8 @@ def test_latex_escapes_and_references() -> None:
     assert tex.count(r"\begin{table}") == 1 and r"\label{tab:claims}" in tex
     assert r"\toprule" in tex and r"\bottomrule" in tex and "p{0.35\\linewidth}" in tex
     assert (
-        "Of 3 claims, 1 are reproduced, 0 not reproduced, 0 inconclusive, "
+        "Of 3 claims, 1 are reproduced, 0 reproduced in sign only (the source's value outside "
+        "our interval), 0 not reproduced, 0 inconclusive, "
         "0 source inconsistent and 2 not run" in tex
     )
     assert r"\S{}4" in tex and "§" not in tex
@@ -635,7 +710,7 @@ def test_every_claim_resolves_on_a_smoke_run_when_there_is_one() -> None:
     read = [r for r in results if r.values]
     assert read, "no claim read a value from the smoke stats"
     for r in results:
-        assert r.verdict in (C.REPRODUCED, C.NOT_REPRODUCED, C.NOT_RUN)
+        assert r.verdict in C.VERDICTS
         if r.verdict == C.NOT_RUN:
             assert r.reason, r.claim.id
 

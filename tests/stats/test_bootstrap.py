@@ -59,3 +59,27 @@ def test_bootstrap_degenerate():
         bootstrap_ci([])
     with pytest.raises(ValueError):
         bootstrap_ci([1.0, 2.0], confidence=1.0)
+
+
+def test_bootstrap_of_a_difference_matches_normal_theory_and_scipy() -> None:
+    """The difference's interval: centred on the difference of means, its half-width the
+    normal theory's for independent arms, and close to scipy's two-sample percentile CI."""
+    from arbench.stats import bootstrap_diff_ci
+
+    rng = np.random.default_rng(7)
+    a, b = rng.normal(0.8, 0.1, 300), rng.normal(0.5, 0.2, 200)
+    low, high = bootstrap_diff_ci(a, b, rng=np.random.default_rng(1))
+    diff = a.mean() - b.mean()
+    assert low < diff < high
+    half = 1.959964 * math.sqrt(a.var(ddof=1) / a.size + b.var(ddof=1) / b.size)
+    assert (high - low) / 2 == pytest.approx(half, rel=0.1)
+    ref = scipy.stats.bootstrap(
+        (a, b),
+        lambda x, y: np.mean(x) - np.mean(y),
+        method="percentile",
+        rng=np.random.default_rng(9),
+    ).confidence_interval
+    assert low == pytest.approx(ref.low, abs=0.01) and high == pytest.approx(ref.high, abs=0.01)
+    assert bootstrap_diff_ci([0.5], [0.2]) == pytest.approx((0.3, 0.3))
+    with pytest.raises(ValueError, match="at least one value"):
+        bootstrap_diff_ci([], [0.2])

@@ -41,9 +41,13 @@ import numpy as np
 import yaml
 
 from arbench.report.tables import TEMPLATES, environment, fmt_p, latex_escape
+from arbench.stats.bootstrap import bootstrap_diff_ci
 from arbench.stats.power import fisher_mde, permutation_mde
 
 REPRODUCED = "reproduced"
+# a positive claim whose sign and significance hold while the source's value lies outside
+# our interval of the difference (bootstrap over seeds)
+REPRODUCED_SIGN = "reproduced (sign only)"
 NOT_REPRODUCED = "not reproduced"
 NOT_RUN = "not run at this scale"
 # a verdict the data cannot give: a tie of two arms at the floor, a NaN p, a claim on arm a
@@ -52,7 +56,15 @@ INCONCLUSIVE = "inconclusive"
 # claims whose source numbers cannot all hold (conflicts_with), or that no data can meet
 # (source_error): counted apart, our data's own verdict in the reason
 SOURCE_INCONSISTENT = "source inconsistent"
-VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, SOURCE_INCONSISTENT, NOT_RUN)
+VERDICTS = (
+    REPRODUCED,
+    REPRODUCED_SIGN,
+    NOT_REPRODUCED,
+    INCONCLUSIVE,
+    SOURCE_INCONSISTENT,
+    NOT_RUN,
+)
+CHANCE_FACTOR = 10  # the paper's rule: a number within 10x of its floor is "chance"
 MIN_SEEDS = 3  # per arm, for within / at_least / at_most / ordering on per-seed statistics
 
 RULES = {
@@ -62,7 +74,8 @@ RULES = {
     "at_least": "ours >= threshold (threshold: the source's value)",
     "at_most": "ours <= threshold (threshold: the source's value)",
     "ordering": "the arms' statistics come in the declared order",
-    "holds": "every statistic (a flag of the stats, e.g. chance) is true",
+    "holds": "every statistic (a flag of the stats) is true",
+    "at_chance": "every mean is within 10x of its floor (the paper's rule for 'chance')",
     "rank_correlation": "Spearman's rank correlation of the arms' statistics with the "
     "source's values is at least the threshold",
 }
@@ -100,6 +113,7 @@ KEYS = {
     "conflicts_with",
     "source_error",
     "delta",
+    "floor",
 }
 # what a claim's ``causal`` block may set: the same claim read off the causal recipe's
 # experiment (today's harness), whose verdict is the report's "holds under the causal recipe"
@@ -332,6 +346,7 @@ class Claim:
     control_at_least: float | None = None
     control_what: str = ""
     delta: float | None = None  # a no-difference claim: the smallest difference it rules out
+    floor: str | None = None  # an at_chance claim: the stats path of the floor
     conflicts_with: tuple[str, ...] = ()  # claims the source's numbers cannot hold beside
     source_error: str = ""  # why no data can meet the source's number
 
@@ -539,6 +554,11 @@ def _parse_claim(entry: Any, index: int, alpha: float, sources: Sequence[str], w
             raise fail("tolerance", "rule within needs a tolerance >= 0")
         if numbers.get("target") is None and source_number is None:
             raise fail("target", "the source's value is not a number: give target")
+    floor = entry.get("floor")
+    if rule == "at_chance" and not isinstance(floor, str):
+        raise fail("floor", "an at_chance claim names the stats path of its floor")
+    if floor is not None and rule != "at_chance":
+        raise fail("floor", "only an at_chance claim names a floor")
     if rule == "not_significant" and not (numbers.get("delta") or 0) > 0:
         raise fail(
             "delta", "a no-difference claim names the smallest difference it rules out (> 0)"
@@ -611,6 +631,7 @@ def _parse_claim(entry: Any, index: int, alpha: float, sources: Sequence[str], w
         target=numbers.get("target", source_number),
         threshold=numbers.get("threshold", source_number),
         delta=numbers.get("delta"),
+        floor=floor,
         sign=SIGNS[sign] if sign else None,
         arms=tuple(arms),
         source_values=tuple(
@@ -796,6 +817,11 @@ def evaluate_claim(claim: Claim, stats: Any, scale: str) -> Result:
             if weak and claim.rule in NEEDS_P:  # elsewhere the p is shown, not tested
                 raise _NotRun(weak[0])
         control = _read(stats, claim.control, claim.id) if claim.control else []
+        floor = (
+            _as_number(_read(stats, [claim.floor], claim.id)[0].value, claim.id)
+            if claim.floor
+            else None
+        )
     except _NotRun as why:
         res.verdict, res.reason = NOT_RUN, str(why)
         return res
@@ -811,8 +837,54 @@ def evaluate_claim(claim: Claim, stats: Any, scale: str) -> Result:
     if why:
         res.verdict, res.reason = INCONCLUSIVE, why
         return res
+    if claim.rule == "at_chance":
+        return _at_chance(claim, res, floor)
     res.verdict = REPRODUCED if _holds(claim, res.values, res.p) else NOT_REPRODUCED
+    if claim.rule == "same_sign_significant":
+        _interval(claim, found, res)
     return res
+
+
+def _at_chance(claim: Claim, res: Result, floor: float | None) -> Result:
+    """The paper's rule for a "chance" claim: every mean within CHANCE_FACTOR times its
+    floor; the reason prints the means beside the source's number and the floor."""
+    assert floor is not None
+    nums = [_as_number(v, claim.id) for v in res.values]
+    bound = CHANCE_FACTOR * floor
+    ok = all(v <= bound for v in nums)
+    res.verdict = REPRODUCED if ok else NOT_REPRODUCED
+    means = ", ".join(_fmt(v) for v in nums)
+    res.reason = (
+        f"mean {means} against the source's {claim.source_value}; floor {_fmt(floor)}, "
+        f"chance up to {CHANCE_FACTOR}x it ({_fmt(bound)})"
+    )
+    return res
+
+
+def _interval(claim: Claim, found: list[Found], res: Result) -> None:
+    """A positive claim's 95 % interval of the difference (bootstrap over each arm's seeds)
+    and whether the source's value lies in it: "reproduced (sign only)" where it does not."""
+    target = _number(claim.source_value)
+    seed = zlib.crc32(claim.id.encode())
+    texts, outside = [], False
+    for f in found:
+        node = next((t for t in reversed(f.trail) if "scores_a" in t and "scores_b" in t), None)
+        if node is None or f.value != node.get("diff"):
+            continue  # not a contrast's own difference (a lock-in rate, a mean)
+        low, high = bootstrap_diff_ci(
+            node["scores_a"], node["scores_b"], rng=np.random.default_rng(seed)
+        )
+        inside = target is None or low - 1e-12 <= target <= high + 1e-12
+        outside |= not inside
+        where = "" if target is None else (" holds" if inside else " excludes")
+        texts.append(f"95 % interval [{_fmt(low)}, {_fmt(high)}]{where}")
+    if not texts:
+        return
+    what = "" if target is None else f" the source's {_fmt(target)}"
+    line = "; ".join(t + what for t in texts)
+    res.reason = "; ".join(x for x in (res.reason, line) if x)
+    if res.verdict == REPRODUCED and outside:
+        res.verdict = REPRODUCED_SIGN
 
 
 POWER = 0.8  # the power at which a no-difference claim's minimum detectable effect is read
@@ -896,7 +968,7 @@ def _inconclusive(claim: Claim, found: list[Found], p: list[float]) -> str | Non
         return "both arms at chance: a tie at the floor tests no difference"
     if rule == "same_sign_significant" and any(_flag(f, "a_chance") is True for f in found):
         return "arm a at chance: no effect of a learned arm to read"
-    if rule in ("within", "at_least", "at_most"):
+    if rule in ("within", "at_least", "at_most", "at_chance"):
         return _too_few_seeds(rule, found)
     return None
 
@@ -965,6 +1037,8 @@ def _holds(claim: Claim, values: list[Any], p: list[float]) -> bool:
 def _ordering(claim: Claim, stats: Any, res: Result) -> Result:
     labels, values, ns, dropped = [], [], [], []
     every: list[Found] = []
+    noise: list[tuple[float | None, int | None]] = []  # each arm's (sd, seeds), for margins
+    chances: list[bool | None] = []
     for arm in claim.arms:
         try:
             found = _read(stats, claim.paths(arm), claim.id)
@@ -985,6 +1059,11 @@ def _ordering(claim: Claim, stats: Any, res: Result) -> Result:
         values.append(_as_number(value[0], claim.id))
         ns.append(_ns(found))
         every += found
+        sds = [_flag(f, "sd") for f in found]
+        counts_ = [seeds_of(f) for f in found]
+        one = len(found) == 1 and isinstance(sds[0], int | float)
+        noise.append((float(sds[0]), counts_[0]) if one and counts_[0] else (None, None))
+        chances.append(_flag(found[0], "chance") if len(found) == 1 else None)
     res.labels, res.values = labels, values
     res.n = ", ".join(dict.fromkeys(n for n in ns if n)) or None
     if dropped:
@@ -1015,11 +1094,50 @@ def _ordering(claim: Claim, stats: Any, res: Result) -> Result:
             x for x in ("every arm at one value: no order to read", res.reason) if x
         )
         return res
+    flat = _flat_row(values, chances)
+    if flat:
+        res.verdict = INCONCLUSIVE
+        res.reason = "; ".join(x for x in (flat, res.reason) if x)
+        return res
     sign = 1 if claim.order == "ascending" else -1
-    pairs = list(zip(values, values[1:], strict=False))
-    ok = all(sign * (b - a) > 0 if claim.strict else sign * (b - a) >= 0 for a, b in pairs)
-    res.verdict = REPRODUCED if ok else NOT_REPRODUCED
+    steps = [sign * (b - a) for a, b in zip(values, values[1:], strict=False)]
+    margins = [
+        2 * math.sqrt(sa**2 / na + sb**2 / nb) if None not in (sa, sb, na, nb) else 0.0
+        for (sa, na), (sb, nb) in zip(noise, noise[1:], strict=False)
+    ]
+    # a neighbour the wrong way beyond its noise margin (or at all, with no noise known)
+    # fails the order; a strict step inside the margin cannot tell the order either way
+    wrong = any(
+        d < -m or (m == 0 and (d <= 0 if claim.strict else d < 0))
+        for d, m in zip(steps, margins, strict=True)
+    )
+    close = [
+        i
+        for i, (d, m) in enumerate(zip(steps, margins, strict=True))
+        if claim.strict and m > 0 and abs(d) <= m
+    ]
+    if wrong:
+        res.verdict = NOT_REPRODUCED
+    elif close:
+        i = close[0]
+        res.verdict = INCONCLUSIVE
+        why = (
+            f"{labels[i]} and {labels[i + 1]} differ by {_fmt(abs(values[i + 1] - values[i]))}, "
+            f"inside the noise margin {_fmt(margins[i])} (two standard errors)"
+        )
+        res.reason = "; ".join(x for x in (why, res.reason) if x)
+    else:
+        res.verdict = REPRODUCED
     return res
+
+
+def _flat_row(values: list[float], chances: list[bool | None]) -> str | None:
+    """Why an ordering has nothing to read: every arm at chance, or every arm at ceiling."""
+    if chances and all(c is True for c in chances):
+        return "every arm at chance: no order to read"
+    if min(values) >= 0.99 and max(values) <= 1.0:
+        return "every arm at ceiling: no order to read"
+    return None
 
 
 def _source_check(res: Result) -> Result:
