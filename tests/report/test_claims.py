@@ -449,6 +449,12 @@ def test_a_missing_experiment_or_stats_file_is_not_run(tmp_path: Path) -> None:
     assert got["elsewhere"].verdict == C.NOT_RUN
     assert "experiment kv is not in the config (not in the config yet)" in got["elsewhere"].reason
     assert got["absent"].verdict == C.NOT_RUN and "no stats/gone.json" in got["absent"].reason
+    # an experiment no scale plans reads "not planned", at any scale
+    cf2 = parse(claim(id="never", experiment="kv"), not_planned={"kv": "needs a GPU farm"})
+    (r,) = C.evaluate(cf2, tmp_path, "test", {"never": None})
+    assert r.verdict == C.NOT_PLANNED and r.reason == "needs a GPU farm"
+    with pytest.raises(C.ClaimError, match=r"not_planned: kv is also in pending_experiments"):
+        parse(claim(), not_planned={"kv": "x"}, pending_experiments={"kv": "y"})
     # without a plan every claim's own file is read where it exists
     unplanned = {r.claim.id: r.verdict for r in C.evaluate(cf, tmp_path, "test")}
     assert unplanned == {"toy_claim": C.REPRODUCED, "elsewhere": C.NOT_RUN, "absent": C.NOT_RUN}
@@ -573,7 +579,7 @@ def test_markdown_lists_every_claim_with_its_verdict_and_links() -> None:
     assert (
         "3 claims:\n1 reproduced, 0 reproduced (sign only),\n0 not reproduced,\n"
         "0 inconclusive, 0 source inconsistent,\n"
-        "2 not run at this scale." in md
+        "2 not run at this scale, 0 not planned." in md
     )
     row = next(line for line in md.splitlines() if line.startswith("| `toy_claim`"))
     cells = [c.strip() for c in row.strip("|").split(" | ")]
@@ -620,7 +626,7 @@ def test_latex_escapes_and_references() -> None:
     assert (
         "Of 3 claims, 1 are reproduced, 0 reproduced in sign only (the source's value outside "
         "our interval), 0 not reproduced, 0 inconclusive, "
-        "0 source inconsistent and 2 not run" in tex
+        "0 source inconsistent, 2 not run at this scale and 0 not planned" in tex
     )
     assert r"\S{}4" in tex and "§" not in tex
 

@@ -50,6 +50,8 @@ REPRODUCED = "reproduced"
 REPRODUCED_SIGN = "reproduced (sign only)"
 NOT_REPRODUCED = "not reproduced"
 NOT_RUN = "not run at this scale"
+# a claim on an experiment no scale plans (``not_planned``: name -> why), at any scale
+NOT_PLANNED = "not planned"
 # a verdict the data cannot give: a tie of two arms at the floor, a NaN p, a claim on arm a
 # that never left chance, a per-seed rule on fewer than MIN_SEEDS seeds (the reason says which)
 INCONCLUSIVE = "inconclusive"
@@ -63,6 +65,7 @@ VERDICTS = (
     INCONCLUSIVE,
     SOURCE_INCONSISTENT,
     NOT_RUN,
+    NOT_PLANNED,
 )
 CHANCE_FACTOR = 10  # the paper's rule: a number within 10x of its floor is "chance"
 MIN_SEEDS = 3  # per arm, for within / at_least / at_most / ordering on per-seed statistics
@@ -118,7 +121,14 @@ KEYS = {
 # what a claim's ``causal`` block may set: the same claim read off the causal recipe's
 # experiment (today's harness), whose verdict is the report's "holds under the causal recipe"
 CAUSAL_KEYS = {"experiment", "statistic", "p", "n", "note", "arms"}
-TOP_KEYS = {"alpha", "sources", "pending_experiments", "claims", "not_claims"}
+TOP_KEYS = {
+    "alpha",
+    "sources",
+    "pending_experiments",
+    "not_planned",
+    "claims",
+    "not_claims",
+}
 # a quantitative statement of a source that is no claim: a parameter of the protocol the
 # config reproduces (``design``, ``where``: the config key), or one no run of this harness
 # can test (``untestable``, ``where``: why)
@@ -372,6 +382,7 @@ class ClaimsFile:
     pending: Mapping[str, str]
     claims: tuple[Claim, ...]
     not_claims: tuple[NotClaim, ...] = ()
+    not_planned: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -444,6 +455,12 @@ def parse_claims(doc: Any, where: str = "claims.yaml") -> ClaimsFile:
     pending = doc.get("pending_experiments") or {}
     if not isinstance(pending, Mapping):
         raise ClaimError(f"{where}: pending_experiments: expected a mapping name -> why")
+    not_planned = doc.get("not_planned") or {}
+    if not isinstance(not_planned, Mapping):
+        raise ClaimError(f"{where}: not_planned: expected a mapping name -> why")
+    both = sorted(set(not_planned) & set(pending))
+    if both:
+        raise ClaimError(f"{where}: not_planned: {both[0]} is also in pending_experiments")
     claims: list[Claim] = []
     seen: set[str] = set()
     for i, entry in enumerate(doc["claims"]):
@@ -465,6 +482,7 @@ def parse_claims(doc: Any, where: str = "claims.yaml") -> ClaimsFile:
         dict(pending),
         tuple(claims),
         _parse_not_claims(doc, sources, where),
+        {str(k): str(v) for k, v in not_planned.items()},
     )
 
 
@@ -1179,6 +1197,9 @@ def evaluate(
     cache: dict[str, Any] = {}
 
     def one(claim: Claim, key: str) -> Result:
+        if claim.source_name in claims.not_planned:
+            why = claims.not_planned[claim.source_name]
+            return Result(claim, NOT_PLANNED, scale=scale, reason=why)
         path = claim.stats_path() if planned is None else planned.get(key)
         if path is None:
             why = claims.pending.get(claim.source_name)
