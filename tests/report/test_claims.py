@@ -655,6 +655,8 @@ def test_the_claims_file_loads_and_names_what_the_config_runs() -> None:
         if c.release:
             assert c.release in plan.releases, c.id
             assert planned[c.id] is not None, f"{c.id}: {c.file} is not a file the release writes"
+        elif c.experiment in cf.not_planned:
+            assert planned[c.id] is None, f"{c.id}: {c.experiment} is planned after all"
         elif c.experiment not in cf.pending:
             assert planned[c.id] is not None, (
                 f"{c.id}: {c.experiment} is neither in the config nor pending"
