@@ -926,9 +926,7 @@ def _null_power(claim: Claim, p_found: list[Found]) -> tuple[str | None, str]:
     seed = zlib.crc32(claim.id.encode())
     worst: tuple[float, str] | None = None
     for f in p_found:
-        node = next(
-            (t for t in reversed(f.trail) if isinstance(t.get("n_a"), int) and "n_b" in t), None
-        )
+        node = _test_node(f)
         if node is None or not ("k_a" in node or "scores_a" in node):
             return "no per-seed scores to size the test by (rerun the stats rule)", ""
         n = f"n = {node['n_a']} vs {node['n_b']}"
@@ -999,21 +997,25 @@ def smallest_p(n_a: int, n_b: int) -> float:
     return min(1.0, (2.0 if n_a == n_b else 1.0) / ways)
 
 
-def _underpowered(found: Found, alpha: float) -> str | None:
-    """Why a p-value cannot test the claim at this scale: its exact test (the innermost
-    mapping with n_a and n_b; a Monte-Carlo one, ``exact: false``, is never flagged) could
-    not reach p < alpha whatever the data."""
+def _test_node(found: Found) -> Mapping[str, Any] | None:
+    """The mapping of the test behind a p on this path: the innermost with n_a and n_b (a
+    contrast, or its lock-in block)."""
     for node in reversed(found.trail):
         if isinstance(node.get("n_a"), int) and isinstance(node.get("n_b"), int):
-            if node.get("exact", True) is False:
-                return None
-            floor = smallest_p(node["n_a"], node["n_b"])
-            if floor >= alpha:
-                return (
-                    f"too few seeds: at n = {node['n_a']} vs {node['n_b']} no p is below "
-                    f"{floor:.3g}"
-                )
-            return None
+            return node
+    return None
+
+
+def _underpowered(found: Found, alpha: float) -> str | None:
+    """Why a p-value cannot test the claim at this scale: its exact test (`_test_node`; a
+    Monte-Carlo one, ``exact: false``, is never flagged) could not reach p < alpha whatever
+    the data."""
+    node = _test_node(found)
+    if node is None or node.get("exact", True) is False:
+        return None
+    floor = smallest_p(node["n_a"], node["n_b"])
+    if floor >= alpha:
+        return f"too few seeds: at n = {node['n_a']} vs {node['n_b']} no p is below {floor:.3g}"
     return None
 
 

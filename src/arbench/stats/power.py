@@ -17,12 +17,12 @@ import math
 import numpy as np
 
 from arbench.stats.fisher import fisher_exact_two_sided
+from arbench.stats.permutation import _REL_TOL, _mean_diffs
 
 __all__ = ["fisher_mde", "fisher_power", "permutation_mde", "permutation_power"]
 
 MAX_EXACT_RELABELINGS = 20_000
 MC_RELABELINGS = 4_000
-_REL_TOL = 1e-9
 _CHUNK_ELEMENTS = 4_000_000
 
 
@@ -121,11 +121,9 @@ class _Simulations:
             pooled = samples[start : start + block]
             total = pooled.sum(axis=1, keepdims=True)
             sums = pooled[:, self.members].sum(axis=2)  # (simulations, relabelings)
-            diffs = np.abs(sums / self.n_a - (total - sums) / self.n_b)
-            observed = np.abs(
-                pooled[:, : self.n_a].sum(axis=1) / self.n_a
-                - (total[:, 0] - pooled[:, : self.n_a].sum(axis=1)) / self.n_b
-            )
+            diffs = np.abs(_mean_diffs(sums, total, self.n_a, self.n_b))
+            own = pooled[:, : self.n_a].sum(axis=1)  # the observed labeling, same formula
+            observed = np.abs(_mean_diffs(own, total[:, 0], self.n_a, self.n_b))
             rounding = 64 * pooled.shape[1] * np.finfo(float).eps * np.abs(pooled).max(axis=1)
             threshold = observed - np.maximum(_REL_TOL * observed, rounding)
             count = (diffs >= threshold[:, None]).sum(axis=1)
