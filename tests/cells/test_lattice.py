@@ -25,6 +25,12 @@ CELL_CASES = {  # constructor options at d_model = D
         "write_gain": "kernel",
     },
     "default 131x131 grid": {"d_v": 2, "conv_size": 2},
+    "untied reads (the protocol's read_tie=False)": {
+        "heads": 2,
+        "d_v": 4,
+        "addr_scale": 2.5,
+        "read_tie": False,
+    },
 }
 
 

@@ -156,6 +156,60 @@ def test_chunked_matches_recurrent_values_and_gradients(case: str, assert_close)
     assert_close(got, ref, 1e-10)
 
 
+def _untied_inputs(case: str, seed: int) -> tuple[dict, float, str]:
+    """A chunked-vs-recurrent case with read addresses of their own: a third of them at
+    write addresses of earlier tokens (so reads land where values were written)."""
+    b, h, t, dv, scale, gain, retention, state = CASES[case]
+    inputs = kernel_inputs(b, h, t, dv, scale, seed=seed, retention=retention, state=state)
+    g = torch.Generator().manual_seed(seed + 100)
+    read = scale * torch.tanh(1.3 * torch.randn(b, h, t, 2, generator=g, dtype=F64))
+    if t >= 3:
+        read[:, :, 2::3] = inputs["addr"][:, :, 1 : t - 1 : 3][:, :, : read[:, :, 2::3].shape[2]]
+    return {**inputs, "read_addr": read}, scale, gain
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_untied_reads_chunked_matches_recurrent_values_and_gradients(
+    case: str, assert_close
+) -> None:
+    """read_addr apart from addr (the protocol's read_tie=False): both forms agree on the
+    outputs, the final state and every input's gradient, read addresses included."""
+    inputs, scale, gain = _untied_inputs(case, seed=13)
+    ref = run("recurrent", inputs, scale, gain)
+    got = run("chunked", inputs, scale, gain)
+    assert ref["d_read_addr"].abs().max() > 0
+    assert_close(got, ref, 1e-10)
+
+
+@pytest.mark.parametrize("form", list(FORMS))
+def test_untied_reads_at_the_write_addresses_are_the_tied_kernel(form: str) -> None:
+    inputs = kernel_inputs(2, 2, 50, 4, 2.5, seed=14)
+    o, s = FORMS[form](**inputs, scale=2.5)
+    o2, s2 = FORMS[form](**inputs, read_addr=inputs["addr"].clone(), scale=2.5)
+    torch.testing.assert_close(o2, o, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(s2, s, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("form", list(FORMS))
+def test_an_untied_read_finds_the_value_written_at_its_read_address(form: str) -> None:
+    """A token that reads at an earlier token's write address (its own write elsewhere)
+    reads that token's value, by the hand reference; a read address that moves only moves
+    the read, never the state."""
+    scale = 6.0
+    key, far = [1.0, -2.0], [-5.0, 5.0]
+    addr = torch.tensor([[[key, far, far]]], dtype=F64)
+    read = torch.tensor([[[far, far, key]]], dtype=F64)
+    beta = torch.ones(1, 1, 3, dtype=F64)
+    v = torch.tensor([[[[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]]], dtype=F64)
+    o, s = FORMS[form](addr, beta, v, torch.zeros(1, 1, 3, dtype=F64), scale=scale, read_addr=read)
+    reads, state = hand_memory([(key, 1.0, [1.0, 0.0])], scale, 2)
+    w = dense_weights(torch.tensor(key, dtype=F64), scale)
+    torch.testing.assert_close(o[0, 0, 2], (w[:, None] * state).sum(0), rtol=0, atol=1e-14)
+    assert o[0, 0, 2, 0] > 0.5 and o[0, 0, 2, 1] == 0
+    _, s_moved = FORMS[form](addr, beta, v, None, scale=scale, read_addr=read.flip(2))
+    torch.testing.assert_close(s_moved, s, rtol=0, atol=0)
+
+
 def test_strong_retention_underflows_to_zero_without_nan() -> None:
     """Cumulative log-retention of -3,200 (e^-3200 = 0 in float64): a form dividing by the
     cumulative retention would give inf or nan; both forms must agree and stay finite."""

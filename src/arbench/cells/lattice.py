@@ -10,6 +10,12 @@ r_t = sigmoid(W_r x_t + b_r) with b_r initialised to `retention_init` (9: r star
 position reads before it writes, so a query token's own write cannot destroy what it reads.
 The state is the grid, (heads, (2s+3)^2 cells, d_v), independent of the sequence length: a
 memory whose addressing is a learned continuous map rather than a key-value outer product.
+
+`read_tie` (default true) reads at the write address. With ``read_tie=False`` (the lattice
+protocol module's setting, which the lattice studies use) each token also has a read address
+s * tanh(W_q conv(LN(x_t))) from a projection of its own, so a query token can read the cell
+its key's value was written to without writing there itself; the kernel then takes the read
+addresses beside the write ones (`arbench.kernels.lattice`, untied reads).
 """
 
 from __future__ import annotations
@@ -69,6 +75,7 @@ class LatticeCell(SequenceMixer):
         conv: bool = True,
         conv_size: int = 4,
         write_gain: str = "peak",
+        read_tie: bool = True,
     ) -> None:
         super().__init__()
         heads = _positive_int("heads", heads)
@@ -83,6 +90,8 @@ class LatticeCell(SequenceMixer):
         conv_size = _positive_int("conv_size", conv_size)
         if write_gain not in GAINS:
             raise ValueError(f"write_gain must be one of {GAINS}, got {write_gain!r}")
+        if not isinstance(read_tie, bool):
+            raise ValueError(f"read_tie must be true or false, got {read_tie!r}")
         self.d_model, self.heads, self.d_v = d_model, heads, d_v
         self.addr_scale, self.side, self.write_gain = float(addr_scale), side, write_gain
         self.use_conv = conv
@@ -95,21 +104,35 @@ class LatticeCell(SequenceMixer):
         self.retention_proj = nn.Linear(d_model, heads)
         nn.init.constant_(self.retention_proj.bias, float(retention_init))
         self.out_proj = nn.Linear(heads * d_v, d_model, bias=False)
+        self.read_tie = read_tie
+        if not read_tie:  # created last, so a tied cell's initial weights are unchanged
+            self.read_proj = nn.Linear(d_model, 2 * heads)
 
     def state_size(self) -> int:
         """heads * (2s+3)^2 * d_v: the grid of value slots (conv tail and parameters excluded)."""
         return self.heads * self.side * self.side * self.d_v
 
-    def _addresses(
+    def _features(
         self, x: torch.Tensor, tail: torch.Tensor | None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Addresses (B,H,T,2) of every position, and the new conv tail."""
+        """conv(LayerNorm(x)) (B,T,d_model), what the addresses project, and the conv tail."""
         z = self.norm(x)
         if self.use_conv:
             z, tail = self.conv(z, tail)
-        a = self.addr_scale * torch.tanh(self.addr_proj(z))
-        b, t, _ = x.shape
-        return a.view(b, t, self.heads, 2).transpose(1, 2), tail
+        return z, tail
+
+    def _address(self, proj: nn.Linear, z: torch.Tensor) -> torch.Tensor:
+        """Addresses (B,H,T,2) in [-s, s]^2 from the features through ``proj``."""
+        a = self.addr_scale * torch.tanh(proj(z))
+        b, t, _ = z.shape
+        return a.view(b, t, self.heads, 2).transpose(1, 2)
+
+    def _addresses(
+        self, x: torch.Tensor, tail: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Write addresses (B,H,T,2) of every position, and the new conv tail."""
+        z, tail = self._features(x, tail)
+        return self._address(self.addr_proj, z), tail
 
     def write_addresses(
         self,
@@ -140,9 +163,14 @@ class LatticeCell(SequenceMixer):
         return spread_loss(addresses, self.addr_scale, subsample, generator)
 
     def prepare(self, x: torch.Tensor, state: State | None) -> tuple[tuple, dict]:
-        """Kernel args (addr, beta, v, log_retention, S0); state dict(S=(B,H,cells,dv), conv)."""
+        """Kernel args (addr, beta, v, log_retention, S0), addr (B,H,T,2), or (B,H,T,4) with
+        the read addresses after the write ones when reads are untied; state
+        dict(S=(B,H,cells,dv), conv)."""
         s0 = None if state is None else state["S"]
-        addr, tail = self._addresses(x, None if state is None else state.get("conv"))
+        z, tail = self._features(x, None if state is None else state.get("conv"))
+        addr = self._address(self.addr_proj, z)
+        if not self.read_tie:  # write and read addresses side by side: (B,H,T,4)
+            addr = torch.cat([addr, self._address(self.read_proj, z)], dim=-1)
         v = split_heads(self.v_proj(x), self.heads)
         beta = torch.sigmoid(self.beta_proj(x)).transpose(1, 2)
         log_retention = F.logsigmoid(self.retention_proj(x)).transpose(1, 2)
@@ -155,7 +183,26 @@ class LatticeCell(SequenceMixer):
             fn = lattice_recurrent
         else:
             raise ValueError(f"unknown form {form!r}; expected one of {FORMS}")
-        return partial(fn, scale=self.addr_scale, gain=self.write_gain)
+        if self.read_tie:
+            return partial(fn, scale=self.addr_scale, gain=self.write_gain)
+        return partial(_untied, fn, scale=self.addr_scale, gain=self.write_gain)
 
     def finish(self, o: torch.Tensor, s: torch.Tensor, ctx: dict) -> tuple[torch.Tensor, State]:
         return self.out_proj(merge_heads(o)), {"S": s, "conv": ctx["conv"]}
+
+
+def _untied(
+    fn: Kernel,
+    addr: torch.Tensor,
+    beta: torch.Tensor,
+    v: torch.Tensor,
+    log_retention: torch.Tensor | None,
+    s0: torch.Tensor | None,
+    *,
+    scale: float,
+    gain: str,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A lattice kernel on (B,H,T,4) addresses: write addresses, then read addresses."""
+    return fn(
+        addr[..., :2], beta, v, log_retention, s0, scale=scale, gain=gain, read_addr=addr[..., 2:]
+    )

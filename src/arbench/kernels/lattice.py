@@ -38,6 +38,13 @@ at a cell is that of the previous event of the cell's segment (the carried state
 decayed to t-1: no search for the latest earlier write is needed. A cell's final state is its
 last event's, decayed to the end of the piece; untouched cells keep the decayed carried state.
 
+Untied reads (``read_addr``, the lattice protocol module's ``read_tie=False``): each token reads
+at its own read address, apart from the one it writes at. `lattice_recurrent` reads the read
+taps' cells; `lattice_chunked` then adds a read-only event per read tap (gain 0) to the sorted
+events, ordered before a write of the same cell at the same step, whose state is the cell's
+decayed to t-1 (no retention of its own step): the same scan, with reads that need not be
+writes.
+
 `spread_loss` is the address-spread regulariser: the negative entropy of each row's
 kernel-weighted histogram of key addresses, weighted by a detached factor that grows with how
 much the keys' kernels overlap, estimated on a subsample of keys drawn from a given generator.
@@ -129,6 +136,18 @@ def _prepare(
     return (b, h, t, dv, cells), s0, where, w, g * beta.unsqueeze(-1)
 
 
+def _read_taps(
+    read_addr: torch.Tensor | None, addr: torch.Tensor, scale: float
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """Cells and weights (..., 9) of untied read addresses (None: reads are the writes')."""
+    if read_addr is None:
+        return None
+    if read_addr.shape != addr.shape:
+        raise ValueError(f"read_addr must be {tuple(addr.shape)}, got {tuple(read_addr.shape)}")
+    cells, w, _ = lattice_taps(read_addr, scale)
+    return cells, w
+
+
 def lattice_recurrent(
     addr: torch.Tensor,
     beta: torch.Tensor,
@@ -138,23 +157,37 @@ def lattice_recurrent(
     *,
     scale: float,
     gain: str = "peak",
+    read_addr: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Step-by-step lattice memory (read, retain, overwrite): the obviously-correct reference.
 
     Shapes: addr (B,H,T,2); beta, log_retention (B,H,T) (None: retention 1); v (B,H,T,dv);
-    state (B,H,side^2,dv). Returns outputs (B,H,T,dv) and the final state.
+    state (B,H,side^2,dv); read_addr (B,H,T,2), where each token reads (None: at ``addr``).
+    Returns outputs (B,H,T,dv) and the final state.
     """
     (b, h, t, dv, _), s, cells, w, g = _prepare(
         addr, beta, v, log_retention, initial_state, scale, gain
     )
+    untied = _read_taps(read_addr, addr, scale)
+    r_cells, r_w = (cells, w) if untied is None else untied
     keep = [None] * t if log_retention is None else log_retention.exp().unbind(2)
     outs = []
-    for c_t, w_t, g_t, v_t, r_t in zip(
-        cells.unbind(2), w.unbind(2), g.unbind(2), v.unbind(2), keep, strict=True
+    for c_t, w_t, g_t, v_t, r_t, rc_t in zip(
+        cells.unbind(2),
+        r_w.unbind(2),
+        g.unbind(2),
+        v.unbind(2),
+        keep,
+        r_cells.unbind(2),
+        strict=True,
     ):
         index = c_t.unsqueeze(-1).expand(b, h, TAPS, dv)
         seen = s.gather(2, index)  # (B,H,9,dv): the state after step t-1 at the nine cells
-        outs.append((w_t.unsqueeze(-1) * seen).sum(2))
+        if untied is None:
+            outs.append((w_t.unsqueeze(-1) * seen).sum(2))
+        else:  # the read taps' own cells, before this step's write
+            read = s.gather(2, rc_t.unsqueeze(-1).expand(b, h, TAPS, dv))
+            outs.append((w_t.unsqueeze(-1) * read).sum(2))
         if r_t is not None:
             r = r_t[..., None, None]
             s, seen = s * r, seen * r
@@ -288,6 +321,40 @@ class _Events(torch.autograd.Function):
         return d_stay, d_gain, d_v, d_read, d_opening, None, None, None, None
 
 
+def _scan_events(
+    stay: torch.Tensor,
+    g_e: torch.Tensor,
+    read: torch.Tensor,
+    v: torch.Tensor,
+    s0: torch.Tensor,
+    key: torch.Tensor,
+    token: torch.Tensor,
+    first: torch.Tensor,
+    starts: torch.Tensor,
+    span: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The segmented scan over events in (cell, time) order, each segment (one cell) opened
+    by the cell's carried state: every token's read sum (n tokens, dv), each segment's last
+    state, and each segment's last event index. Shared by the tied and untied forms."""
+    b, h, t, dv = v.shape
+    n_cells = s0.shape[-2]
+    carried = s0.reshape(b * h * n_cells, dv).index_select(0, key[starts])  # segment openings
+    last = torch.cat([starts[1:] - 1, starts.new_full((1,), key.numel() - 1)])
+    o, state_last = _Events.apply(
+        stay.masked_fill(first, 0.0),
+        g_e,
+        v.reshape(b * h * t, dv),
+        read.masked_fill(first, 0.0),
+        stay[starts].unsqueeze(-1) * carried,
+        token,
+        starts,
+        last,
+        span,
+    )
+    o = o.index_add(0, token[starts], read[starts].unsqueeze(-1) * carried)  # carried reads
+    return o, state_last, last
+
+
 def lattice_chunked(
     addr: torch.Tensor,
     beta: torch.Tensor,
@@ -297,6 +364,7 @@ def lattice_chunked(
     *,
     scale: float,
     gain: str = "peak",
+    read_addr: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Time-parallel lattice memory (sorted write events, segmented scan); same result as
     `lattice_recurrent`, with the same arguments."""
@@ -305,6 +373,9 @@ def lattice_chunked(
     )
     if t == 0 or b * h == 0:
         return v.new_zeros(b, h, t, dv), s0
+    untied = _read_taps(read_addr, addr, scale)
+    if untied is not None:
+        return _chunked_untied(cells, g, untied, v, log_retention, s0, n_cells)
     bh = b * h
     lr = v.new_zeros(b, h, t) if log_retention is None else log_retention
     cum = lr.cumsum(-1)  # L(t): log-retention from the piece's start through t
@@ -326,24 +397,70 @@ def lattice_chunked(
     lag = (before_e - prev_cum).exp()  # retention from the cell's last write up to t-1
     stay = (1.0 - g_e) * lr.flatten()[token].exp() * lag  # kept fraction of what the read sees
     read = w_e * lag
-    carried = s0.reshape(bh * n_cells, dv).index_select(0, key[starts])  # a segment's opening
-    last = torch.cat([starts[1:] - 1, starts.new_full((1,), key.numel() - 1)])
-    o, state_last = _Events.apply(
-        stay.masked_fill(first, 0.0),
-        g_e,
-        v.reshape(bh * t, dv),
-        read.masked_fill(first, 0.0),
-        stay[starts].unsqueeze(-1) * carried,
-        token,
-        starts,
-        last,
-        span,
-    )
-    o = o.index_add(0, token[starts], read[starts].unsqueeze(-1) * carried)  # carried reads
+    o, state_last, last = _scan_events(stay, g_e, read, v, s0, key, token, first, starts, span)
 
     end = cum[..., -1].reshape(bh)
     final = s0.reshape(bh, n_cells, dv) * end.exp()[:, None, None]
     to_end = (end[key[last] // n_cells] - cum_e[last]).exp().unsqueeze(-1)
+    final = final.reshape(bh * n_cells, dv).index_put((key[last],), state_last * to_end)
+    return o.view(b, h, t, dv), final.view(b, h, n_cells, dv)
+
+
+def _chunked_untied(
+    cells: torch.Tensor,
+    g: torch.Tensor,
+    reads: tuple[torch.Tensor, torch.Tensor],
+    v: torch.Tensor,
+    log_retention: torch.Tensor | None,
+    s0: torch.Tensor,
+    n_cells: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`lattice_chunked` with untied reads: write events (gain g, no read) and read-only
+    events (gain 0, read weight w) in one (cell, time) order, a step's read before its write.
+    An event's "clock" is L(t) for a write and L(t-1) for a read (a read sees the cell before
+    step t's retention), so the decay between consecutive events of a cell is the difference
+    of their clocks, and a write's own retention r_t applies once."""
+    b, h, t, dv = v.shape
+    bh = b * h
+    r_cells, r_w = reads
+    lr = v.new_zeros(b, h, t) if log_retention is None else log_retention
+    cum = lr.cumsum(-1)
+    before = cum - lr
+    base = torch.arange(bh, device=v.device).view(b, h, 1, 1) * n_cells
+    step = torch.arange(t, device=v.device).view(1, 1, t, 1).expand(b, h, t, TAPS)
+    cell_key = torch.cat([(base + r_cells).flatten(), (base + cells).flatten()])
+    kind = torch.cat(  # 0: read, 1: write (a step's read comes first)
+        [
+            torch.zeros(r_cells.numel(), dtype=torch.long, device=v.device),
+            torch.ones(cells.numel(), dtype=torch.long, device=v.device),
+        ]
+    )
+    when = torch.cat([step.flatten(), step.flatten()])
+    order = torch.argsort((cell_key * t + when) * 2 + kind)  # unique: no stability needed
+    key = cell_key[order]
+    token = (torch.cat([torch.arange(bh * t * TAPS, device=v.device)] * 2)[order]).div(
+        TAPS, rounding_mode="floor"
+    )
+    is_write = kind[order].bool()
+    first = torch.ones_like(key, dtype=torch.bool)
+    first[1:] = key[1:] != key[:-1]
+    starts = first.nonzero().squeeze(-1)
+    span = int(torch.diff(starts, append=starts.new_full((1,), key.numel())).max())
+
+    zeros = g.new_zeros(r_w.numel())
+    g_e = torch.cat([zeros, g.flatten()])[order]
+    w_e = torch.cat([r_w.flatten(), g.new_zeros(g.numel())])[order]
+    clock = torch.where(is_write, cum.flatten()[token], before.flatten()[token])
+    prev = torch.cat([clock.new_zeros(1), clock[:-1]]).masked_fill(first, 0.0)
+    lag = (before.flatten()[token] - prev).exp()  # decay from the cell's last event to t-1
+    own = torch.where(is_write, lr.flatten()[token].exp(), torch.ones_like(lag))
+    stay = (1.0 - g_e) * own * lag
+    read = w_e * lag
+    o, state_last, last = _scan_events(stay, g_e, read, v, s0, key, token, first, starts, span)
+
+    end = cum[..., -1].reshape(bh)
+    final = s0.reshape(bh, n_cells, dv) * end.exp()[:, None, None]
+    to_end = (end[key[last] // n_cells] - clock[last]).exp().unsqueeze(-1)
     final = final.reshape(bh * n_cells, dv).index_put((key[last],), state_last * to_end)
     return o.view(b, h, t, dv), final.view(b, h, n_cells, dv)
 
