@@ -6,16 +6,19 @@ slice measures what the pipeline would run. Three parts, all under one time budg
 540 s from the start of the process, so the call ends within 10 minutes); what would not
 fit is skipped, saying so, and the JSON is always written:
 
-1. kernels: on the device, the attention dispatcher (PyTorch's fused kernel for plain global
-   layers, our tiled kernel for squared scores and windows) against the plain reference, in
-   fp32 with TF32 off: max abs error of outputs, pass/fail;
-2. training: a few optimiser steps at each rung of the run's load schedule (batch capped at
-   ``--train-tokens`` tokens per step), through the model and loss the loop uses: steps/s,
-   tokens/s and peak memory per rung;
-3. sweep: the long-context evaluator (`arbench.tasks.kvbench.sweep`, one sequence per
-   length, ascending) at the run's lengths up to 10^7 tokens, each next length started only
-   when the quadratic extrapolation of the last one fits the time left: tokens/s, seconds
-   and peak memory per length, and the memory growth (linear in the length, never T^2).
+1. kernels: on the device, the attention dispatcher with gradients (PyTorch's fused kernel
+   for plain global layers, the banded form for windows, the flash-style tiled kernel for
+   squared scores) against the plain reference, in fp32 with TF32 off: max abs error of
+   outputs and of the q, k, v gradients, pass/fail;
+2. training: a few optimiser steps at each rung of the run's load schedule, the batch the
+   run's token budget gives (`arbench.train.loop.batch_size`), through the loop's loss,
+   optimizer, clipping and the model's training tile: steps/s, tokens/s and peak memory per
+   rung beside `arbench.models.kvbench_memory.train_step_bytes`;
+3. sweep: the long-context evaluator (`arbench.tasks.kvbench.sweep`: one mutant and one
+   plain sequence per length, ascending, layer by layer in the run's ``chunk``) at the run's
+   lengths up to 10^7 tokens, each next length started only when the quadratic
+   extrapolation of the last one fits the time left: tokens/s, seconds and peak memory per
+   length beside `eval_bytes`, and the memory growth (linear in the length, never T^2).
 
 The model is randomly initialised (the slice measures cost, not accuracy), unless
 ``--model`` names a trained run's model.pt of the same shape.
@@ -39,7 +42,6 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
@@ -48,8 +50,11 @@ from arbench import config as arconfig  # noqa: E402
 from arbench.experiment import run_of  # noqa: E402
 from arbench.kernels.tiled_attention import attention, attention_plain  # noqa: E402
 from arbench.models import families  # noqa: E402
-from arbench.tasks.base import IGNORE, Signal, config_of  # noqa: E402
+from arbench.models.kvbench import TRAIN_TILE  # noqa: E402
+from arbench.models.kvbench_memory import eval_bytes, train_step_bytes  # noqa: E402
+from arbench.tasks.base import Signal, config_of  # noqa: E402
 from arbench.tasks.kvbench import KVBenchTask, KVConfig, peak_memory_mib, sweep  # noqa: E402
+from arbench.train.loop import TrainConfig, _optimizer, batch_size, masked_loss  # noqa: E402
 
 EXPERIMENT = "kvbench_long"
 TOLERANCE = 1e-4  # fp32 attention over <= 2,048 keys: rounding is ~1e-6
@@ -70,18 +75,32 @@ def reset_peak(device: torch.device) -> None:
 
 
 def kernels(device: torch.device, smoke: bool) -> dict[str, Any]:
-    """The dispatcher's paths against the plain reference on ``device``, fp32."""
+    """The dispatcher's paths (with gradients, as training runs them) against the plain
+    reference on ``device``, fp32: outputs and the gradients of q, k and v."""
     g = torch.Generator(device="cpu").manual_seed(0)
     T = 96 if smoke else 2048
     tile = 32 if smoke else 512
     out = {}
     for window, square in ((None, False), (None, True), (10, False), (10, True)):
-        q, k, v = (torch.randn(1, 4, T, 64, generator=g).to(device) for _ in range(3))
+        q, k, v = (
+            torch.randn(1, 4, T, 64, generator=g).to(device).requires_grad_() for _ in range(3)
+        )
+        weight = torch.randn(1, 4, T, 64, generator=g).to(device)
         ref = attention_plain(q, k, v, window=window, square=square)
         got = attention(q, k, v, window=window, square=square, tile=tile)
-        err = float((got - ref).abs().max())
+        g_ref = torch.autograd.grad((ref * weight).sum(), (q, k, v))
+        err = float((got - ref).detach().abs().max())
+        scale = max(float(a.abs().max()) for a in g_ref)
+        grad_err = float("inf")  # a path without gradients fails the check
+        if got.requires_grad:
+            g_got = torch.autograd.grad((got * weight).sum(), (q, k, v), allow_unused=True)
+            if all(a is not None for a in g_got):
+                grad_err = max(
+                    float((a - b).abs().max()) for a, b in zip(g_got, g_ref, strict=True)
+                )
         name = f"window={window},square={square}"
-        out[name] = {"max_abs_error": err, "ok": err <= TOLERANCE}
+        out[name] = {"max_abs_error": err, "max_grad_error_rel": grad_err / scale,
+                     "ok": err <= TOLERANCE and grad_err <= TOLERANCE * scale}  # fmt: skip
     return {"ok": all(r["ok"] for r in out.values()), "cases": out}
 
 
@@ -97,18 +116,23 @@ def _settings(smoke: bool) -> tuple[dict[str, Any], dict[str, Any], dict[str, An
         train["load"] = {**train["load"], "values": train["load"]["values"][:3]}
         ev["lengths"] = [256, 1024]
         ev["tile"] = 256
+        ev["chunk"] = 512  # the 1,024-token length runs layer by layer
+        train["tokens_per_step"] = 512
     return model, task, train, ev
 
 
 def training(model: torch.nn.Module, task: KVBenchTask, train: dict, device: torch.device,
-             budget: float, tokens_per_step: int, steps: int) -> dict[str, Any]:  # fmt: skip
-    """A few steps at each rung of the load schedule, batch capped at ``tokens_per_step``."""
-    opt = torch.optim.AdamW(model.parameters(), lr=train["lr"], betas=tuple(train["betas"]))
+             budget: float, steps: int) -> dict[str, Any]:  # fmt: skip
+    """A few steps at each rung of the load schedule, as the loop runs them: the batch the
+    token budget gives, the loop's loss, optimizer and clipping, the model's training tile;
+    peak memory beside the memory model's."""
+    cfg = TrainConfig.from_dict({k: v for k, v in train.items() if k != "load"})
+    opt = _optimizer(model, cfg)
     model.train()
     rows, skipped = [], []
     for load in train["load"]["values"]:
-        length = 2 * load * task.cfg.entry_len
-        batch = max(1, min(train["batch"], tokens_per_step // length))
+        length = task.sequence_length(Signal(load=load))
+        batch = batch_size(task, cfg, Signal(load=load))
         if left(budget) < 60:
             skipped.append({"load": load, "why": "time budget"})
             continue
@@ -119,19 +143,20 @@ def training(model: torch.nn.Module, task: KVBenchTask, train: dict, device: tor
             tokens, targets = drawn.tensors(device)
             sync(device)
             t0 = time.perf_counter()
-            h, _ = model.hidden(tokens)
-            sel = targets != IGNORE
-            loss = F.cross_entropy(model.logits(h[sel]), targets[sel])
+            loss, _ = masked_loss(model, tokens, targets)
             opt.zero_grad(set_to_none=True)
             loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             opt.step()
             sync(device)
             if step:
                 times.append(time.perf_counter() - t0)
         per = sum(times) / len(times)
+        predicted = train_step_bytes(model.cfg, batch, length, TRAIN_TILE) / 2**20
         rows.append({
             "load": load, "length": length, "batch": batch, "seconds_per_step": per,
             "tokens_per_s": batch * length / per, "peak_mib": peak_memory_mib(device),
+            "predicted_mib": predicted,
         })  # fmt: skip
         print(json.dumps({"train": rows[-1]}), flush=True)
     return {"rungs": rows, "skipped": skipped}
@@ -150,8 +175,11 @@ def sweeping(model: torch.nn.Module, task_cfg: KVConfig, ev: dict, device: torch
                 skipped.append({"tokens": length, "why": f"predicted {predicted:.0f}s > time left"})
                 continue
         reset_peak(device)
-        out = sweep(model, task_cfg, [n], 1, batch_tokens=1, tile=ev.get("tile", 4096))
-        row = {**next(iter(out.values())), "n": n}
+        tile, chunk = ev.get("tile", 4096), ev.get("chunk")
+        out = sweep(model, task_cfg, [n], 1, batch_tokens=1, tile=tile, chunk=chunk)
+        T = 2 * n * task_cfg.entry_len
+        predicted = eval_bytes(model.cfg, T, tile=tile, dtype_bytes=4, chunk=chunk)
+        row = {**next(iter(out.values())), "n": n, "predicted_mib": predicted / 2**20}
         rows.append(row)
         last = row
         print(json.dumps({"sweep": row}), flush=True)
@@ -167,7 +195,6 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="results/kvbench_gpu_slice.json")
     parser.add_argument("--budget", type=float, default=540.0)
-    parser.add_argument("--train-tokens", type=int, default=1 << 18)
     parser.add_argument("--train-steps", type=int, default=5)
     parser.add_argument("--model", help="a trained run's model.pt of the same shape")
     parser.add_argument("--cpu-smoke", action="store_true")
@@ -195,7 +222,7 @@ def main() -> int:
         parts = (
             ("kernels", lambda: kernels(device, smoke)),
             ("training", lambda: training(model, KVBenchTask(task_cfg), train_s, device,
-                                          args.budget, args.train_tokens, args.train_steps)),
+                                          args.budget, args.train_steps)),
             ("sweep", lambda: sweeping(model.eval(), task_cfg, ev, device, args.budget)),
         )  # fmt: skip
         for name, part in parts:

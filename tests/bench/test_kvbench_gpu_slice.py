@@ -25,8 +25,12 @@ def test_cpu_smoke_measures_training_and_the_sweep(tmp_path: Path) -> None:
     assert result["kernels"]["ok"] and len(result["kernels"]["cases"]) == 4
     rungs = result["training"]["rungs"]
     assert [r["load"] for r in rungs] == [2, 4, 8] and all(r["tokens_per_s"] > 0 for r in rungs)
+    # the smoke's token budget (512 tokens per step) sizes each rung's batch, as the loop does
+    assert [r["batch"] for r in rungs] == [10, 5, 2]
+    assert all(r["predicted_mib"] > 0 for r in rungs)
     lengths = result["sweep"]["lengths"]
     assert [r["length"] for r in lengths] == [240, 1008]
+    assert all(set(r["kinds"]) == {"mutant", "plain"} and r["predicted_mib"] > 0 for r in lengths)
     assert result["sweep"]["memory_growth"]["length_ratio"] == pytest.approx(1008 / 240)
 
 

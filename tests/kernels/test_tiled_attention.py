@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from arbench.kernels.tiled_attention import attention_plain, attention_tiled
+from arbench.kernels.tiled_attention import attention_banded, attention_plain, attention_tiled
 
 
 def _qkv(T: int, S: int | None = None, hq: int = 4, hkv: int = 4, d: int = 8, seed: int = 0):
@@ -103,3 +103,111 @@ def test_the_dispatcher_equals_plain_attention_forward_and_backward(
         for a, b in zip(grads, gref, strict=True):
             torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
     assert sdpa_applies(window, square) == (window is None and not square)
+
+
+# ---------------------------------------------------------------- memory-bounded training forms
+
+
+def _fp32(T: int, S: int, hq: int, hkv: int, seed: int, d: int = 16):
+    g = torch.Generator().manual_seed(seed)
+    mk = lambda h, n: torch.randn(2, h, n, d, generator=g).requires_grad_()  # noqa: E731
+    return mk(hq, T), mk(hkv, S), mk(hkv, S), torch.randn(2, hq, T, d, generator=g)
+
+
+def _forward_and_grads(fn, q, k, v, weight):  # noqa: ANN001, ANN202
+    out = fn(q, k, v)
+    return (out, *torch.autograd.grad((out * weight).sum(), (q, k, v)))
+
+
+FORMS = {
+    "tiled": lambda w, sq, off: (
+        lambda q, k, v: attention_tiled(q, k, v, window=w, square=sq, offset=off, tile=16)
+    ),
+    "banded": lambda w, sq, off: (
+        lambda q, k, v: attention_banded(q, k, v, window=w, square=sq, offset=off)
+    ),
+}
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+@pytest.mark.parametrize(
+    "T, S, offset, hq, hkv, window, square",
+    [
+        (70, 70, 0, 4, 4, 10, True),  # the long run's local layers
+        (70, 70, 0, 4, 4, 10, False),
+        (70, 70, 0, 4, 2, 10, True),  # grouped kv heads
+        (70, 70, 0, 4, 1, 1, False),  # a window of one: each query sees itself
+        (30, 75, 45, 4, 2, 10, True),  # a query chunk after a cache of 45 keys
+        (6, 6, 0, 2, 2, 10, False),  # a window longer than the sequence
+        (70, 70, 0, 4, 4, None, True),  # the long run's global layers (tiled only)
+        (40, 90, 50, 4, 2, None, True),
+        (70, 70, 0, 4, 2, None, False),
+    ],
+)
+def test_training_forms_equal_plain_forward_and_gradients_fp32(
+    form: str, T: int, S: int, offset: int, hq: int, hkv: int, window: int | None, square: bool
+) -> None:
+    """Each memory-bounded form gives the reference's output and its gradients with respect
+    to q, k and v, in fp32 at a tight tolerance, with windows, grouped kv heads and offsets."""
+    if form == "banded" and window is None:
+        pytest.skip("the band needs a window")
+    q, k, v, weight = _fp32(T, S, hq, hkv, seed=T + S + offset)
+    ref = _forward_and_grads(
+        lambda a, b, c: attention_plain(a, b, c, window=window, square=square, offset=offset),
+        q, k, v, weight,
+    )  # fmt: skip
+    got = _forward_and_grads(FORMS[form](window, square, offset), q, k, v, weight)
+    for name, a, b in zip(("out", "dq", "dk", "dv"), got, ref, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=2e-5, msg=f"{form} {name}")
+
+
+def _saved_bytes(fn, T: int) -> int:  # noqa: ANN001
+    """Bytes autograd keeps for the backward pass of ``fn`` at length T (distinct storages)."""
+    q, k, v, _ = _fp32(T, T, 4, 4, seed=0, d=8)
+    storages: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn(q, k, v).sum()
+    return sum(storages.values())
+
+
+@pytest.mark.parametrize(
+    "window, square", [(10, True), (10, False), (None, True)], ids=["band-sq", "band", "tiled-sq"]
+)
+def test_training_memory_is_linear_in_the_length(window: int | None, square: bool) -> None:
+    """What the dispatcher keeps for the backward pass grows like T, not T^2 (the plain
+    reference, checked alongside, grows like T^2), so a test with a T x T tensor fails."""
+    from arbench.kernels.tiled_attention import attention
+
+    fn = lambda q, k, v: attention(q, k, v, window=window, square=square, tile=64)  # noqa: E731
+    small, large = _saved_bytes(fn, 512), _saved_bytes(fn, 2048)
+    assert large / small < 4.5  # linear: 4x the length, about 4x the bytes
+    plain = lambda q, k, v: attention_plain(q, k, v, window=window, square=square)  # noqa: E731
+    assert _saved_bytes(plain, 2048) / _saved_bytes(plain, 512) > 10
+
+
+def test_the_dispatcher_takes_the_band_for_windows_and_tiles_beyond_one_tile(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Which form each layer kind runs: a window shorter than the keys by the band, squared
+    global scores by the tiled form above ``tile`` or with gradients, the plain form within
+    one tile without gradients."""
+    from arbench.kernels import tiled_attention as ta
+
+    used: list[str] = []
+    for name in ("attention_banded", "attention_tiled", "attention_plain"):
+        real = getattr(ta, name)
+        monkeypatch.setattr(
+            ta, name, lambda *a, _r=real, _n=name, **kw: (used.append(_n), _r(*a, **kw))[1]
+        )
+    q, k, v, _ = _fp32(40, 40, 4, 4, seed=1)
+    ta.attention(q, k, v, window=10, square=True, tile=16)
+    ta.attention(q, k, v, window=None, square=True, tile=16)
+    ta.attention(q, k, v, window=None, square=True, tile=64)  # within a tile, but gradients
+    with torch.no_grad():
+        ta.attention(q, k, v, window=None, square=True, tile=64)
+    assert used == ["attention_banded", "attention_tiled", "attention_tiled", "attention_plain"]

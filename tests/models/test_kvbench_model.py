@@ -80,3 +80,25 @@ def test_causal_the_future_does_not_change_the_past() -> None:
     b = a.clone()
     b[0, 40:] = (b[0, 40:] + 1) % 12
     assert torch.allclose(model(a)[0, :40], model(b)[0, :40], atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "variant", ["rope", "hybrid", "hybrid_square", "partial_rope_square", "hybrid_square_kda"]
+)
+def test_chunked_evaluation_equals_the_whole_sequence(variant: str) -> None:
+    """The long-context evaluator's layer-by-layer pass, ``chunk`` positions at a time (keys
+    and values of a layer first, RoPE at each chunk's offset, windows across chunk edges),
+    gives the whole-sequence forward's states; KDA layers keep the whole-sequence path."""
+    torch.manual_seed(0)
+    cfg = KVModelConfig(variant=variant, d_model=32, layers=4, heads=4, kv_heads=2,
+                        head_dim=8, ffn_hidden=64, dropout=0.1)  # fmt: skip
+    model = KVTransformer(cfg).double().eval()
+    tokens = torch.randint(0, 12, (2, 301))
+    with torch.no_grad():
+        whole = model.hidden(tokens, tile=64)[0]
+        chunked = model.hidden(tokens, tile=16, chunk=37)[0]
+    torch.testing.assert_close(chunked, whole, rtol=1e-10, atol=1e-10)
+    with torch.no_grad():  # a chunk as long as the sequence: the whole-sequence path
+        assert torch.equal(model.hidden(tokens, tile=64, chunk=301)[0], whole)
+    with pytest.raises(ValueError, match="chunk"):
+        model.hidden(tokens, chunk=0)

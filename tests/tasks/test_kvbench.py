@@ -204,3 +204,43 @@ def test_max_tokens_caps_the_sequences_read_at_long_lengths() -> None:
     assert sweep_examples(CFG, 4096, 100, 32768) == 1  # never fewer than one
     task = KVBenchTask(CFG)
     assert task.eval_tokens(100, n=[256], max_tokens=32768) == 100 * 128 + 8 * 4096
+
+
+LONG = KVConfig(n=8, key_digits=7, value_digits=3, mutant_j=7, mutant_mix=0.5)
+
+
+def test_the_long_sweep_draws_each_kind_apart() -> None:
+    """A mutant-cluster task's sweep sets: every "mutant" sequence holds a cluster of j
+    near-duplicate keys, no "plain" one does, and each kind has its own stream."""
+    from arbench.tasks.kvbench import sweep_kinds, sweep_set
+
+    assert sweep_kinds(LONG) == ("mutant", "plain") and sweep_kinds(CFG) == ()
+    at_m, mutant = sweep_set(LONG, 32, 4, "mutant")
+    at_p, plain = sweep_set(LONG, 32, 4, "plain")
+    assert not oracle_check(mutant.tokens, mutant.targets, at_m)
+    assert not oracle_check(plain.tokens, plain.targets, at_p)
+    assert min(mutant_clusters(mutant.tokens, at_m)) >= 7
+    assert max(mutant_clusters(plain.tokens, at_p)) < 7
+    with pytest.raises(ValueError, match="sweep kind"):
+        sweep_set(LONG, 32, 4, "needle")
+
+
+def test_the_long_sweep_scores_mutant_and_plain_sequences_apart() -> None:
+    """Each length: ``examples`` sequences of each kind, their exact match apart and per
+    sequence, the pooled accuracy their mean weighted by second occurrences; the chunked
+    layer-by-layer pass scores as the whole-sequence one."""
+    from arbench.tasks.kvbench import KVBenchTask, sweep
+
+    model = _tiny_model("hybrid_square")
+    out = sweep(model, LONG, [10], 3, batch_tokens=1 << 12, tile=64)
+    row = out["n10"]
+    assert set(row["kinds"]) == {"mutant", "plain"} and row["examples"] == 6
+    for kind in row["kinds"].values():
+        assert kind["examples"] == 3 and len(kind["per_sequence"]) == 3
+        assert kind["second_occurrences"] == 30
+        assert kind["accuracy"] == pytest.approx(np.mean(kind["per_sequence"]))
+    pooled = np.mean([k["accuracy"] for k in row["kinds"].values()])
+    assert row["accuracy"] == pytest.approx(pooled) and row["tokens"] == 6 * 240
+    chunked = sweep(model, LONG, [10], 3, batch_tokens=1 << 12, tile=16, chunk=50)["n10"]
+    assert chunked["kinds"] == row["kinds"]
+    assert KVBenchTask(LONG).eval_tokens(3, lengths=[240]) == 3 * 192 + 2 * 3 * 240

@@ -11,11 +11,19 @@ their attention layers, per layer:
 * mixer: softmax attention, or Kimi Delta Attention (`arbench.cells.kda`) as the local memory.
 
 Hybrids alternate a local layer (even index) with a global NoPE layer (odd index). Attention
-runs through `arbench.kernels.tiled_attention.attention`: PyTorch's fused
-scaled-dot-product kernel for plain global layers, and for windowed or squared-score layers
-the plain form below ``tile`` tokens and the tiled form above, so evaluation at lengths far
-beyond training keeps memory linear in the length. RoPE angles are
-computed in float64, so positions in the millions keep their precision.
+runs through `arbench.kernels.tiled_attention.attention`, whose every path keeps memory linear
+in the length, in training (with gradients) as in evaluation: PyTorch's fused kernel for
+plain global layers, a (T, window) band of scores for windowed layers, and a flash-style
+tiled kernel (recompute backward) for global squared-score layers beyond ``tile`` tokens.
+
+Evaluation at lengths far beyond training (`KVTransformer.hidden` without gradients and with
+``chunk``) runs layer by layer over the whole sequence: a layer's keys and values for every
+position first, then its queries and FFN ``chunk`` positions at a time, updating the
+residual stream in place. Peak memory is then the residual stream and one layer's keys and
+values (all fp32: 12 d_model bytes per token with kv_heads x head_dim = d_model, about
+3.4 KB per token at the long run's width with the rest), plus one chunk's work;
+`arbench.models.kvbench_memory` models it. RoPE angles are computed in float64, so
+positions in the millions keep their precision.
 """
 
 from __future__ import annotations
@@ -50,6 +58,9 @@ def _hybrid(window: int | None, square: bool, local: str = "attention") -> list[
 
 
 WINDOW = 10
+# the attention tile of training (`KVTransformer.hidden`'s default): small enough that its
+# (tile x tile) blocks stay a small workspace at any batch a token budget gives
+TRAIN_TILE = 1024
 # name -> the repeating pattern of layer specs (layer i uses pattern[i % len(pattern)])
 VARIANTS: dict[str, list[LayerSpec]] = {
     "rope": _uniform(1.0, False),
@@ -128,16 +139,45 @@ class Attention(nn.Module):
         self.v = nn.Linear(cfg.d_model, cfg.kv_heads * cfg.head_dim, bias=False)
         self.o = nn.Linear(cfg.heads * cfg.head_dim, cfg.d_model, bias=False)
 
+    def project(self, x: torch.Tensor, which: str, offset: int = 0) -> torch.Tensor:
+        """Queries ("q"), keys ("k") or values ("v") of positions offset .. offset + T - 1,
+        (B, heads, T, head_dim), with this layer's RoPE on queries and keys."""
+        B, T, _ = x.shape
+        c = self.cfg
+        heads = c.heads if which == "q" else c.kv_heads
+        y = getattr(self, which)(x).view(B, T, heads, c.head_dim).transpose(1, 2)
+        return y if which == "v" else rope(y, offset, self.spec.rope_fraction, c.rope_base)
+
     def forward(self, x: torch.Tensor, tile: int) -> torch.Tensor:
         B, T, _ = x.shape
-        c, s = self.cfg, self.spec
-        q = self.q(x).view(B, T, c.heads, c.head_dim).transpose(1, 2)
-        k = self.k(x).view(B, T, c.kv_heads, c.head_dim).transpose(1, 2)
-        v = self.v(x).view(B, T, c.kv_heads, c.head_dim).transpose(1, 2)
-        q = rope(q, 0, s.rope_fraction, c.rope_base)
-        k = rope(k, 0, s.rope_fraction, c.rope_base)
-        y = attention(q, k, v, window=s.window, square=s.square, tile=tile)
-        return self.o(y.transpose(1, 2).reshape(B, T, c.heads * c.head_dim))
+        q, k, v = (self.project(x, w) for w in "qkv")
+        y = attention(q, k, v, window=self.spec.window, square=self.spec.square, tile=tile)
+        return self.o(y.transpose(1, 2).reshape(B, T, -1))
+
+    @torch.no_grad()
+    def chunked(self, h: torch.Tensor, x: torch.Tensor, tile: int, chunk: int) -> None:
+        """Add this layer's output to the residual stream ``x`` in place, ``chunk`` queries at
+        a time; ``h(t0, t1)`` gives the layer's normalised input at positions t0 .. t1 - 1
+        (read from ``x`` before those positions are updated). Keys and values of every
+        position are computed first, so each chunk attends its whole causal window."""
+        B, T = x.shape[:2]
+        c, w = self.cfg, self.spec.window
+        k = x.new_empty(B, c.kv_heads, T, c.head_dim)
+        v = torch.empty_like(k)
+        for t0 in range(0, T, chunk):  # filled in place: no second copy of the cache
+            t1 = min(t0 + chunk, T)
+            part = h(t0, t1)
+            k[:, :, t0:t1] = self.project(part, "k", t0)
+            v[:, :, t0:t1] = self.project(part, "v")
+        for t0 in range(0, T, chunk):
+            t1 = min(t0 + chunk, T)
+            q = self.project(h(t0, t1), "q", t0)
+            lo = 0 if w is None else max(0, t0 - w + 1)
+            y = attention(
+                q, k[:, :, lo:t1], v[:, :, lo:t1], window=w, square=self.spec.square,
+                tile=tile, offset=t0 - lo,
+            )  # fmt: skip
+            x[:, t0:t1] += self.o(y.transpose(1, 2).reshape(x.shape[0], t1 - t0, -1))
 
 
 class KDALayer(nn.Module):
@@ -193,20 +233,55 @@ class KVTransformer(nn.Module):
         self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
 
     def hidden(
-        self, tokens: torch.Tensor, state: None = None, form: str = "chunked", tile: int = 4096
+        self,
+        tokens: torch.Tensor,
+        state: None = None,
+        form: str = "chunked",
+        tile: int = TRAIN_TILE,
+        chunk: int | None = None,
     ) -> tuple[torch.Tensor, None]:
         """Final normalised hidden states and no carried state (the `LanguageModel` call, so
-        the training loop and evaluation take either); attention over more than ``tile``
-        tokens runs tiled (memory linear in T)."""
+        the training loop and evaluation take either). Every attention path keeps memory
+        linear in T (blocks of at most ``tile x tile`` scores; the training loop runs the
+        default tile, 1,024, whose workspace stays small under a token budget). With
+        ``chunk`` and no gradients, sequences longer than ``chunk`` run layer by layer,
+        ``chunk`` positions at a time (`hidden_chunked`), so no activation wider than the
+        residual stream is held for the whole sequence."""
+        if chunk is not None and chunk < 1:
+            raise ValueError(f"eval chunk must be >= 1, got {chunk}")
+        if chunk is not None and tokens.shape[1] > chunk and not torch.is_grad_enabled():
+            if all(isinstance(b.mix, Attention) for b in self.blocks):
+                return self.hidden_chunked(tokens, tile, chunk), None
         x = self.embed(tokens)
         for block in self.blocks:
             x = block(x, tile)
         return self.norm(x), None
 
+    @torch.no_grad()
+    def hidden_chunked(self, tokens: torch.Tensor, tile: int, chunk: int) -> torch.Tensor:
+        """`hidden` without gradients, layer by layer over the whole sequence, ``chunk``
+        positions at a time: the residual stream (B, T, d_model) is updated in place, and
+        beside it only one attention layer's keys and values for all T positions and one
+        chunk's activations are alive (dropout is off: evaluation)."""
+        B, T = tokens.shape
+        x = self.embed.weight.new_empty(B, T, self.cfg.d_model)
+        for t0 in range(0, T, chunk):  # filled in place: never a second copy of the stream
+            x[:, t0 : t0 + chunk] = self.embed(tokens[:, t0 : t0 + chunk])
+        for block in self.blocks:
+            norm1 = block.norm1
+            block.mix.chunked(lambda a, b, n=norm1: n(x[:, a:b]), x, tile, chunk)
+            for t0 in range(0, T, chunk):
+                part = x[:, t0 : t0 + chunk]
+                part += block.ffn(block.norm2(part))
+        out = torch.empty_like(x)
+        for t0 in range(0, T, chunk):
+            out[:, t0 : t0 + chunk] = self.norm(x[:, t0 : t0 + chunk])
+        return out
+
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         return self.head(h)
 
-    def forward(self, tokens: torch.Tensor, tile: int = 4096) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, tile: int = TRAIN_TILE) -> torch.Tensor:
         return self.logits(self.hidden(tokens, tile=tile)[0])
 
     def n_parameters(self) -> int:

@@ -319,6 +319,16 @@ def kvbench_panels(stats: dict[str, Any], outputs: list[str | Path]) -> None:
         if rows:
             xs = [kv["rates"][arm][c]["length"] for c, _ in rows]
             acc.plot(xs, [r["mean"] for _, r in rows], marker="o", ms=3, color=color, label=arm)
+            # a mutant-cluster sweep: each kind of sequence apart, beside the pooled line
+            for kind, style in (("mutant", "--"), ("plain", ":")):
+                scored = [
+                    (kv["rates"][arm][c]["length"], kv["kinds"][arm][c][kind]["mean"])
+                    for c, _ in rows
+                    if kind in kv.get("kinds", {}).get(arm, {}).get(c, {})
+                ]
+                if scored:
+                    acc.plot(*zip(*scored, strict=True), ls=style, lw=0.9, color=color,
+                             label=f"{arm} ({kind})")  # fmt: skip
         curve = kv["per_index"].get(arm)
         if curve:  # a curve means ``indexed``, so the panel exists
             idx = np.arange(curve["entries"])

@@ -30,12 +30,25 @@ def mean_curve(curves: list[list[float | None]]) -> list[float | None]:
     return [None if np.isnan(v) else float(v) for v in mean]
 
 
+def _cell(values: list[float]) -> dict[str, Any]:
+    """Mean, sd and count over seeds, and every seed's value (seed order): no seed is
+    picked, each is reported."""
+    return {
+        "mean": float(np.mean(values)),
+        "sd": float(np.std(values)),
+        "n": len(values),
+        "values": [float(v) for v in values],
+    }
+
+
 def summary(
     exp: dict[str, Any],
     evals: list[dict[str, Any]],
     curves: dict[tuple[str, int], list[dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
-    """Per arm and number of keys: exact match (mean, sd, n over seeds) and the evaluator's
+    """Per arm and number of keys: exact match (mean, sd, n and each seed's value) and,
+    where the sweep scored mutant and plain sequences apart, the same per kind ("kinds":
+    arm -> config -> kind); the evaluator's
     tokens/s and peak memory; per arm the mean per-index CE; each arm's rank (1 = best) at
     the largest n every arm was evaluated at; and the memory growth of each arm's sweep
     (peak at the largest length over peak at the smallest, beside the length ratio). The
@@ -51,24 +64,29 @@ def summary(
     arms = [a for a in exp["arms"] if a in by_arm]
     configs: list[str] = []
     table: dict[str, dict[str, dict[str, float]]] = {}
+    kinds: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
     rates: dict[str, dict[str, dict[str, float]]] = {}
     per_index: dict[str, dict[str, Any]] = {}
     for arm in arms:
         runs = sorted(by_arm[arm], key=lambda e: e["seed"])
         cells: dict[str, list[float]] = {}
+        by_kind: dict[str, dict[str, list[float]]] = {}
         for ev in runs:
             for config, row in ev["scores"].get("per_config", {}).items():
                 cells.setdefault(config, []).append(float(row["accuracy"]))
+                for kind, scored in row.get("kinds", {}).items():
+                    by_kind.setdefault(config, {}).setdefault(kind, []).append(
+                        float(scored["accuracy"])
+                    )
                 rate = rates.setdefault(arm, {}).setdefault(config, {})
                 for key in RATE_KEYS:  # the largest over seeds: what a scheduler must allow
                     if key in row:
                         rate[key] = max(float(row[key]), rate.get(key, 0.0))
                 if config not in configs:
                     configs.append(config)
-        table[arm] = {
-            c: {"mean": float(np.mean(v)), "sd": float(np.std(v)), "n": len(v)}
-            for c, v in cells.items()
-        }
+        table[arm] = {c: _cell(v) for c, v in cells.items()}
+        if by_kind:
+            kinds[arm] = {c: {k: _cell(v) for k, v in ks.items()} for c, ks in by_kind.items()}
         indexed = [ev["scores"]["per_index"] for ev in runs if "per_index" in ev["scores"]]
         if indexed:
             per_index[arm] = {
@@ -107,6 +125,7 @@ def summary(
         "configs": configs,
         "arms": arms,
         "table": table,
+        "kinds": kinds,
         "rates": rates,
         "per_index": per_index,
         "ranked_at": ranked_at,

@@ -11,7 +11,9 @@ at the first two value digits.
 
 Long-context mode draws 7-digit keys in *mutant clusters*: a base key and single-digit
 mutants of it, at least ``mutant_j`` near-duplicates per cluster, so that matching a key
-takes every digit; ``mutant_mix`` of the sequences are drawn this way and the rest plainly.
+takes every digit; ``mutant_mix`` of the training sequences are drawn this way and the rest
+plainly. Its accuracy-vs-context sweep scores the two kinds apart, several sequences of each
+per length (`SWEEP_KINDS`), so a curve never mixes two distributions by chance.
 
 Everything here is a pure function of the generator passed in.
 """
@@ -235,12 +237,33 @@ def mutant_clusters(tokens: np.ndarray, cfg: KVConfig) -> list[int]:
 # --------------------------------------------------------------------------- evaluation
 
 
-def sweep_set(cfg: KVConfig, n: int, examples: int) -> tuple[KVConfig, Batch]:
-    """The held-out sequences at ``n`` keys (the evaluation seed range, one stream per n, so
-    adding a length to the sweep never changes another's set)."""
+# the sweep's sequence kinds of a mutant-cluster task: each kind's mutant_mix and its seed
+# stream (the evaluation range, stream (n, index) per kind; a task without mutant clusters
+# keeps its one set on stream (n, 0))
+SWEEP_KINDS = {"mutant": (1.0, 1), "plain": (0.0, 2)}
+
+
+def sweep_kinds(cfg: KVConfig) -> tuple[str, ...]:
+    """The kinds the sweep scores apart: "mutant" and "plain" where the task draws mutant
+    clusters (``mutant_j`` > 0), else none (one set, drawn as the task draws)."""
+    return tuple(SWEEP_KINDS) if cfg.mutant_j > 0 else ()
+
+
+def sweep_set(
+    cfg: KVConfig, n: int, examples: int, kind: str | None = None
+) -> tuple[KVConfig, Batch]:
+    """The held-out sequences at ``n`` keys (the evaluation seed range, one stream per n and
+    kind, so adding a length or a kind to the sweep never changes another's set); ``kind``
+    (`SWEEP_KINDS`) draws every sequence mutant or every one plain."""
     at = replace(cfg, n=n)
+    stream = 0
+    if kind is not None:
+        if kind not in SWEEP_KINDS:
+            raise ValueError(f"sweep kind must be one of {sorted(SWEEP_KINDS)}, got {kind!r}")
+        mix, stream = SWEEP_KINDS[kind]
+        at = replace(at, mutant_mix=mix)
     at.validate()
-    return at, generate(at, examples, stream_rng(n, 0, purpose=1))
+    return at, generate(at, examples, stream_rng(n, stream, purpose=1))
 
 
 def index_set(cfg: KVConfig, entries: int, examples: int) -> tuple[KVConfig, Batch]:
@@ -280,12 +303,16 @@ def sweep(
     tile: int = 4096,
     progress: Any = None,
     max_tokens: int | None = None,
+    chunk: int | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Exact match at each number of keys in ``ns`` (ascending), ``examples`` sequences
     each (at most ``max_tokens`` tokens' worth, `sweep_examples`), batched to about
-    ``batch_tokens`` tokens; every set passes the oracle first. Also
-    the tokens read, seconds, tokens/s and peak memory at each length (attention over more
-    than ``tile`` tokens runs tiled, so memory grows linearly with the length)."""
+    ``batch_tokens`` tokens; every set passes the oracle first. A mutant-cluster task scores
+    ``examples`` mutant and ``examples`` plain sequences apart (`sweep_kinds`): "kinds"
+    gives each kind's exact match and each sequence's, "accuracy" pools both. Also the
+    tokens read, seconds, tokens/s and peak memory at each length (every attention path is
+    linear in memory; with ``chunk`` a sequence longer than it runs layer by layer,
+    `arbench.models.kvbench.KVTransformer.hidden_chunked`)."""
     import torch
 
     from arbench.evaluate.recall import predict
@@ -293,26 +320,40 @@ def sweep(
     device = next(model.parameters()).device
     start_mib = peak_memory_mib(device)  # the model and the process before any sequence
     out: dict[str, dict[str, Any]] = {}
+    options: dict[str, Any] = {"tile": tile} if chunk is None else {"tile": tile, "chunk": chunk}
     for n in sorted(set(ns)):
         count = sweep_examples(cfg, n, examples, max_tokens)
-        at, held = sweep_set(cfg, n, count)
-        problems = oracle_check(held.tokens, held.targets, at)
-        if problems:
-            raise RuntimeError(f"kvbench sweep set n={n} fails its oracle: {problems[0]}")
-        rows = max(1, batch_tokens // at.length)
         if device.type == "cuda":  # each length's own peak
             torch.cuda.reset_peak_memory_stats(device)
-        t0 = time.perf_counter()
-        pred = predict(model, held.tokens, held.targets, batch=rows, tile=tile)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        seconds = time.perf_counter() - t0
-        hits = exact_match(pred, held.targets, at)
-        tokens = int(held.tokens.size)
+        all_hits, kinds, seconds, tokens = [], {}, 0.0, 0
+        for kind in sweep_kinds(cfg) or (None,):
+            at, held = sweep_set(cfg, n, count, kind)
+            problems = oracle_check(held.tokens, held.targets, at)
+            if problems:
+                raise RuntimeError(f"kvbench sweep set n={n} fails its oracle: {problems[0]}")
+            rows = max(1, batch_tokens // at.length)
+            t0 = time.perf_counter()
+            pred = predict(model, held.tokens, held.targets, batch=rows, **options)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            seconds += time.perf_counter() - t0
+            hits = exact_match(pred, held.targets, at)
+            all_hits.append(hits)
+            tokens += int(held.tokens.size)
+            if kind is not None:
+                per_seq = hits.reshape(count, -1).mean(axis=1)  # n second occurrences each
+                kinds[kind] = {
+                    "accuracy": float(hits.mean()),
+                    "second_occurrences": int(hits.size),
+                    "examples": count,
+                    "per_sequence": [float(a) for a in per_seq],
+                }
+        hits = np.concatenate(all_hits)
         out[f"n{n}"] = {
             "accuracy": float(hits.mean()),
             "second_occurrences": int(hits.size),
-            "examples": count,
+            "examples": count * max(1, len(kinds)),
+            **({"kinds": kinds} if kinds else {}),
             "tokens": tokens,
             "length": at.length,
             "seconds": seconds,
@@ -394,6 +435,7 @@ class KVBenchTask(ConfigTask):
         tile: int = 512,
         device: str = "cpu",
         max_tokens: int | None = None,
+        chunk: int | None = None,
         progress: Any = None,
     ) -> dict[str, Any]:
         """Exact match over the held-out set's second occurrences (the headline, at the
@@ -401,7 +443,9 @@ class KVBenchTask(ConfigTask):
         rounded down to whole entries) the accuracy-vs-context sweep, ``examples``
         sequences per length, at most ``max_tokens`` tokens' worth (`sweep`); and the
         per-index cross-entropy on fixed ``index_entries``-entry sequences (0: skipped).
-        ``device`` "auto" evaluates on CUDA where it is visible (the long-context sweep)."""
+        ``device`` "auto" evaluates on CUDA where it is visible (the long-context sweep);
+        ``chunk`` runs sweep sequences longer than it layer by layer, ``chunk`` positions at
+        a time (fp32 throughout; memory: `arbench.models.kvbench_memory.eval_bytes`)."""
         from arbench.device import resolve_device
         from arbench.evaluate.recall import predict
 
@@ -422,22 +466,45 @@ class KVBenchTask(ConfigTask):
         if ns:
             count = int(examples or len(held))
             out["per_config"] = sweep(
-                model, self.cfg, ns, count, batch_tokens, tile, progress, max_tokens
+                model, self.cfg, ns, count, batch_tokens, tile, progress, max_tokens, chunk
             )
         if index_entries:
             out["per_index"] = per_index_ce(model, self.cfg, index_entries, index_examples)
         return out
+
+    def sequence_length(self, signal: Signal | None = None) -> int:
+        """Tokens per training sequence under ``signal`` (its load replaces n): what a token
+        budget per step (``train.tokens_per_step``) divides."""
+        n = self.cfg.n if signal is None or signal.load is None else signal.load
+        return replace(self.cfg, n=n).length
+
+    def train_shape(self, train: dict[str, Any]) -> tuple[int, int]:
+        """The sequence at the load schedule's last rung (the task's own n without one), and
+        its scored value digits, from the settings alone."""
+        load = train.get("load")
+        n = max(load["values"]) if load else self.cfg.n
+        return replace(self.cfg, n=n).length, n * self.cfg.value_digits
+
+    def eval_shape(self, **options: Any) -> tuple[int, int]:
+        """The longest sequence the evaluation reads (the sweep's last length, else the
+        held-out set's), and its scored value digits: what one evaluation holds at once."""
+        ns = [self.cfg.n, *(options.get("n") or [])]
+        ns += [self.n_for_length(t) for t in options.get("lengths") or []]
+        at = replace(self.cfg, n=max(ns))
+        return at.length, at.n * at.value_digits
 
     def n_for_length(self, tokens: int) -> int:
         """The number of keys whose sequence fills ``tokens`` (whole entries, at least 1)."""
         return max(1, int(tokens) // (2 * self.cfg.entry_len))
 
     def eval_tokens(self, examples: int, **options: Any) -> int:
-        """The held-out set plus every sweep length, ``examples`` sequences each."""
+        """The held-out set plus every sweep length, ``examples`` sequences each (of each
+        kind, `sweep_kinds`)."""
         ns = list(options.get("n") or [])
         ns += [self.n_for_length(t) for t in options.get("lengths") or []]
         cap = options.get("max_tokens")
-        swept = sum(
+        kinds = max(1, len(sweep_kinds(self.cfg)))
+        swept = kinds * sum(
             sweep_examples(self.cfg, k, examples, cap) * replace(self.cfg, n=k).length
             for k in set(ns)
         )

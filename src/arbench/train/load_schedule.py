@@ -11,6 +11,12 @@ each rung ends, in one of two ways:
   steps whose mean training accuracy reached it (the long-context run's rungs), and the
   last rung holds to the end.
 
+A gated schedule may also end training early (``stop``): at the end of the first window on
+the last rung whose mean training accuracy reaches ``threshold``, the same test that ends
+every other rung. This is our reading of the long-context run's "early stopped at step 2800"
+with a rung accuracy of 1.0: the source states neither its rule nor a patience, so we take
+the one rule its rung gate already implies (docs/PROTOCOL.md: key-value benchmark).
+
 The task reads the load from the batch's `arbench.tasks.base.Signal` (its ``load`` field);
 the gated schedule depends on training history, so its state goes into the checkpoint.
 `LoadHook` is how the training loop runs it (`arbench.train.hooks`).
@@ -37,6 +43,7 @@ class LoadConfig:
     until: list[float] | None = None
     threshold: float | None = None
     every: int = 50
+    stop: bool = False  # gated only: end training once the last rung passes its gate
 
     def __post_init__(self) -> None:
         if not self.values or any(not isinstance(v, int) or v < 1 for v in self.values):
@@ -58,6 +65,10 @@ class LoadConfig:
             raise ValueError(f"train.load.threshold must be in (0, 1], got {self.threshold}")
         if self.every < 1:
             raise ValueError(f"train.load.every must be >= 1, got {self.every}")
+        if not isinstance(self.stop, bool):
+            raise ValueError(f"train.load.stop must be true or false, got {self.stop!r}")
+        if self.stop and self.threshold is None:
+            raise ValueError("train.load.stop needs accuracy-gated rungs (threshold), not until")
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> LoadConfig:
@@ -80,6 +91,7 @@ class LoadSchedule:
         self.rung = 0  # the gated schedule's current rung
         self._window_sum = 0.0
         self._window_n = 0
+        self.finished = False  # ``stop``: the last rung passed its gate; training ends
 
     def load(self, step: int) -> int:
         """The load of batch ``step`` (0-based)."""
@@ -91,25 +103,36 @@ class LoadSchedule:
 
     def observe(self, step: int, accuracy: float) -> None:
         """Record batch ``step``'s training accuracy; a gated rung ends at the end of a window
-        whose mean accuracy reached the threshold."""
+        whose mean accuracy reached the threshold, and with ``stop`` so does training when
+        that rung is the last."""
         c = self.cfg
-        if c.threshold is None or self.rung == len(c.values) - 1:
+        last = self.rung == len(c.values) - 1
+        if c.threshold is None or self.finished or (last and not c.stop):
             return
         self._window_sum += accuracy
         self._window_n += 1
         if (step + 1) % c.every == 0:
             if self._window_sum / self._window_n >= c.threshold:
-                self.rung += 1
+                if last:
+                    self.finished = True
+                else:
+                    self.rung += 1
             self._window_sum, self._window_n = 0.0, 0
 
     def state(self) -> dict[str, float]:
         """What a checkpoint must hold to resume the schedule exactly."""
-        return {"rung": self.rung, "sum": self._window_sum, "n": self._window_n}
+        return {
+            "rung": self.rung,
+            "sum": self._window_sum,
+            "n": self._window_n,
+            "finished": int(self.finished),
+        }
 
     def load_state(self, state: dict[str, float]) -> None:
         self.rung = int(state["rung"])
         self._window_sum = float(state["sum"])
         self._window_n = int(state["n"])
+        self.finished = bool(state.get("finished", 0))
 
 
 class LoadHook(ScheduleHook):
@@ -124,3 +147,8 @@ class LoadHook(ScheduleHook):
 
     def value(self, step: int) -> int:
         return self.schedule.load(step)
+
+    @property
+    def finished(self) -> bool:
+        """Whether the schedule ends training here (``train.load.stop``)."""
+        return self.schedule.finished
