@@ -12,6 +12,8 @@ log = setup(sm.log[0], sm.threads)  # first: whatever fails below is logged
 from arbench.run import train_run
 
 wc, p = sm.wildcards, sm.params
+warm = getattr(sm.input, "warm", [])  # the base run's model.pt, or none
+warm = [warm] if isinstance(warm, str) else list(warm)
 log(f"train {wc.experiment}/{wc.arm} seed {wc.seed} at scale={p.scale}")
 train_run(
     p.task,
@@ -20,6 +22,7 @@ train_run(
     int(wc.seed),
     Path(sm.output.final).parent,
     data_dir=p.data,
+    warm_start=warm[0] if warm else None,
     threads=sm.threads,
     record={"experiment": wc.experiment, "arm": wc.arm, "scale": p.scale},
     log=log,

@@ -160,6 +160,23 @@ class Run:
         return json.dumps([self.task, self.model, self.train], sort_keys=True)
 
 
+WARM_START = "warm_start"  # the train-block key of a run continued from another run's model
+
+
+def _train(exp: Mapping[str, Any], arm: str, value: Any) -> dict[str, Any]:
+    """One run arm's train block. A ``warm_start`` in it (the run starts from another run's
+    trained model, its vocabulary grown: `arbench.models.vocab_extension`) names the base
+    ``experiment`` and ``arm``; without an ``arm`` it is the run's own arm, so one experiment
+    block can warm-start every arm from the same-named arm of its base. ``warm_start: null``
+    (an arm's own) trains from scratch and is dropped from the block."""
+    out = _block(exp, "train", arm, value)
+    if WARM_START in out and out[WARM_START] is None:
+        del out[WARM_START]
+    elif WARM_START in out:
+        out[WARM_START] = {"arm": arm, **out[WARM_START]}
+    return out
+
+
 def runs_of(name: str, exp: Mapping[str, Any]) -> list[Run]:
     """Every run arm of one experiment (arm-major, in config order) as a row."""
     return [
@@ -171,7 +188,7 @@ def runs_of(name: str, exp: Mapping[str, Any]) -> list[Run]:
             spec=exp["arms"][arm],
             task=_block(exp, "task", arm, value),
             model=_model(exp, arm, value),
-            train=_block(exp, "train", arm, value),
+            train=_train(exp, arm, value),
             eval_options=_eval_options(exp, arm),
             examples=exp["eval"]["examples"],
             seeds=seeds_of(exp, arm),
@@ -228,9 +245,34 @@ class RunTable:
         owners: dict[tuple[str, int], tuple[str, str]] = {}
         self._owner: dict[tuple[str, str, int], tuple[str, str]] = {}
         for run in self:
+            identity = self.identity(run)
             for seed in range(run.seeds):
-                owner = owners.setdefault((run.identity, seed), (run.experiment, run.name))
+                owner = owners.setdefault((identity, seed), (run.experiment, run.name))
                 self._owner[(run.experiment, run.name, seed)] = owner
+
+    def warm_base(self, run: Run) -> Run | None:
+        """The row a warm-started run (its train block's ``warm_start``) continues from, or
+        None; a KeyError names a base experiment or run arm the table does not hold."""
+        warm = run.train.get(WARM_START)
+        if not warm:
+            return None
+        if warm["experiment"] not in self._rows:
+            raise KeyError(
+                f"{run.experiment}.train.warm_start.experiment: {warm['experiment']!r} is not "
+                f"an experiment; known: {sorted(self._rows)}"
+            )
+        return self.row(warm["experiment"], warm["arm"])
+
+    def identity(self, run: Run) -> str:
+        """A run's shared-run key (`Run.identity`), with, for a warm-started run, its base
+        run's key appended (recursively), so that a change of the base retrains it too."""
+        parts, seen = [run.identity], {(run.experiment, run.name)}
+        base = self.warm_base(run)
+        while base is not None and (base.experiment, base.name) not in seen:
+            seen.add((base.experiment, base.name))
+            parts.append(base.identity)
+            base = self.warm_base(base)
+        return "|".join(parts)
 
     def _name(self, run: Run) -> str:
         """The dataset a run arm's task block names when it is the first to train on it."""

@@ -43,6 +43,7 @@ def train_run(
     run_dir: str | Path,
     *,
     data_dir: str | Path | None = None,
+    warm_start: str | Path | None = None,
     threads: int = 1,
     record: dict[str, Any] | None = None,
     log: Log = _quiet,
@@ -51,7 +52,10 @@ def train_run(
 
     ``task`` and ``training`` are the experiment's task and train blocks, ``model`` the arm's
     model settings (`arbench.experiment.Run.model`); ``record`` adds fields to the record
-    (experiment, arm, scale). Returns the record.
+    (experiment, arm, scale). A train block with ``warm_start`` needs ``warm_start``, the base
+    run's model file: the run starts from it, vocabulary grown (`warm_start_weights`), and
+    the base's fingerprint joins the run's settings, so a retrained base restarts it. Returns
+    the record.
     """
     from arbench.models import families  # torch: imported by the jobs that train, only
     from arbench.train.loop import TrainConfig, train
@@ -59,6 +63,17 @@ def train_run(
     adapter = build_task(task, data_dir)
     positions = getattr(adapter, "positions", lambda: None)()  # sizes learned positions
     model_cfg = families.model_config(model, adapter.vocab_size, positions=positions)
+    warm = training.get("warm_start")
+    if bool(warm) != (warm_start is not None):
+        raise ValueError(
+            "train.warm_start and the base model file go together: "
+            f"train.warm_start={warm!r}, base model file {warm_start!r}"
+        )
+    initial = None
+    if warm:
+        initial, base_fp = warm_start_weights(warm_start, model_cfg, warm["noise"], seed)
+        training = {**training, "warm_start": {**warm, "base": base_fp}}
+        log(f"warm start from {warm_start} (noise {warm['noise']})")
     payload = train(
         adapter,
         model_cfg,
@@ -68,12 +83,56 @@ def train_run(
         threads=threads,
         progress=log,
         task_settings=task,
+        initial_weights=initial,
     )
     payload.update(record or {})
     payload["task"] = task
     atomic_write_json(Path(run_dir) / FINAL, payload)
     log(f"done in {payload['wall_time_s']:.1f}s: {payload['scores']}")
     return payload
+
+
+def warm_start_weights(
+    base_model: str | Path, model_cfg: Any, noise: float, seed: int
+) -> tuple[dict[str, Any], str]:
+    """The initial weights of a run warm-started from ``base_model`` (a model file), and the
+    base's fingerprint: every parameter of the base copied, the vocabulary rows grown from
+    the base's keys to ``model_cfg``'s by `arbench.models.vocab_extension.extend_vocabulary`
+    (donor ``j mod old_keys``, noise ``noise`` x the tensor's std from a generator seeded by
+    ``seed``), as the lattice protocol module continues its 1,024-key model. A base whose
+    model differs from ``model_cfg`` other than in its vocabulary, or whose vocabulary is not
+    smaller, is a `SettingsMismatch` naming the file and the field."""
+    import dataclasses
+
+    import torch
+
+    from arbench.models.vocab_extension import extend_vocabulary
+    from arbench.train.loop import load_model_file
+
+    blob = load_model_file(base_model)
+    base = dict(blob["settings"]["model"])
+    ours = dataclasses.asdict(model_cfg)
+    shape = {k: v for k, v in ours.items() if k != "vocab_size"}
+    theirs = {k: v for k, v in base.items() if k != "vocab_size"}
+    if shape != theirs:
+        raise SettingsMismatch(
+            f"{base_model}: a warm start needs the base's model shape "
+            f"(base vs this run: {differences({'model': theirs}, {'model': shape})})"
+        )
+    old_vocab, new_vocab = int(base["vocab_size"]), int(ours["vocab_size"])
+    if old_vocab >= new_vocab or old_vocab % 2 or new_vocab % 2:
+        raise SettingsMismatch(
+            f"{base_model}: a warm start grows a vocabulary of 2 keys + 2 ids to a larger one; "
+            f"base vocab_size {old_vocab}, this run's {new_vocab}"
+        )
+    weights = extend_vocabulary(
+        blob["weights"],
+        (old_vocab - 2) // 2,
+        (new_vocab - 2) // 2,
+        noise,
+        torch.Generator().manual_seed(int(seed)),
+    )
+    return weights, blob["fingerprint"]
 
 
 def evaluate_run(

@@ -282,4 +282,4 @@ def test_the_headline_option_reports_updated_or_untouched_keys() -> None:
         with_headline({**out, "accuracy_updated": None}, "updated")
     with pytest.raises(ValueError, match="eval.headline must be"):
         with_headline(out, "stale")
-    assert LatticeRecallTask.eval_option_names() == {"headline"}
+    assert LatticeRecallTask.eval_option_names() == {"headline", "batch_tokens"}

@@ -31,7 +31,7 @@ def _pair_counts() -> dict[tuple[int, int], int]:
     for i in range(N_WORDS):
         pairs[i, (i + 1) % N_WORDS] += 12 + i  # the main successor
         pairs[i, (i + 3) % N_WORDS] += 5  # a competitor
-    pairs[5, 6] = 6  # a successor below min_successor_count (10), above min_bigram (4)
+    pairs[5, 6] = 6  # a successor bigram below 10, above min_bigram (4): still a key
     pairs[7, 7] = 40  # its own successor: never a key
     pairs[9, 10], pairs[9, 12] = 3, 2  # below min_bigram: no successor at all
     pairs[11, 12], pairs[11, 14] = 15, 15  # a tie: the more frequent word wins
@@ -56,7 +56,7 @@ def _write_corpus(path: Path) -> list[str]:
     return words
 
 
-def _expected(rank_lo: float, rank_hi: float) -> dict:
+def _expected(rank_lo: float, rank_hi: float, min_count: int = 10) -> dict:
     """The successor table and keys, derived from the designed counts by the stated rules."""
     pairs = _pair_counts()
     count = Counter()
@@ -74,7 +74,8 @@ def _expected(rank_lo: float, rank_hi: float) -> dict:
     having = sorted(successor, key=rank.get)
     n = len(having)
     band = having[int(np.floor(rank_lo * n + 1e-9)) : int(np.floor(rank_hi * n + 1e-9))]
-    keys = [w for w in band if successor[w][0] != w and successor[w][1] >= 10]
+    # the protocol's filter: the successor word's own corpus count, not the bigram's
+    keys = [w for w in band if successor[w][0] != w and count[successor[w][0]] >= min_count]
     return {"count": count, "rank": rank, "successor": successor, "keys": keys}
 
 
@@ -106,8 +107,20 @@ def test_mining_recovers_the_designed_successor_table(corpus: Path) -> None:
     assert sorted(m.keys.tolist()) == m.keys.tolist() == sorted(ids[w] for w in want["keys"])
     assert m.successor[ids[11]] == min(ids[12], ids[14])  # the tie: the more frequent
     keys = {m.words[k] for k in m.keys}
-    assert {"w05", "w07", "w09"}.isdisjoint(keys)  # weak successor, self-successor, none
+    assert {"w07", "w09"}.isdisjoint(keys)  # self-successor, none
     assert len(m.sha256) == 64
+
+
+def test_keys_filter_on_the_successor_words_own_count(corpus: Path) -> None:
+    """min_successor_count filters the successor word's corpus count (the protocol's
+    ``cnt[vocab[v]] >= 10``), never the successor bigram's."""
+    want = _expected(0.02, 0.95)
+    succ_counts = sorted({want["count"][want["successor"][w][0]] for w in want["keys"]})
+    cut = succ_counts[len(succ_counts) // 2]  # a threshold between the successors' counts
+    m = mine(corpus, vocab_words=N_WORDS, min_successor_count=cut)
+    strict = _expected(0.02, 0.95, min_count=cut)
+    assert 0 < len(strict["keys"]) < len(want["keys"])
+    assert m.keys.tolist() == sorted(strict["rank"][w] for w in strict["keys"])
 
 
 def test_rank_cutoffs(corpus: Path) -> None:
@@ -150,8 +163,39 @@ def test_filler_is_the_corpus_stream_in_contiguous_runs(corpus: Path) -> None:
     b = generate(cfg, 16, stream_rng(0, 0))
     fill = b.tokens[:, : cfg.write_len].reshape(16, -1, cfg.block)[:, :, : cfg.filler]
     assert all(tuple(r) in runs for r in fill.reshape(-1, cfg.filler).tolist())
-    starts = Counter(tuple(r) for r in fill.reshape(-1, cfg.filler).tolist())
-    assert len(starts) > 100  # random offsets, not one run repeated
+    # the protocol's passage: one running pointer through the stream, block after block,
+    # shared by every row of the batch
+    passage = fill[0].reshape(-1)
+    assert (fill.reshape(16, -1) == passage).all()
+    start = next(
+        i for i in range(len(m.filler)) if np.array_equal(m.filler[i : i + len(passage)], passage)
+    )
+    assert start >= 0
+    # another batch reads another passage (a random offset per batch)
+    other = generate(cfg, 16, stream_rng(0, 1)).tokens[0, : cfg.write_len]
+    assert not np.array_equal(other.reshape(-1, cfg.block)[:, : cfg.filler].reshape(-1), passage)
+
+
+def test_held_out_keys_are_uniform_and_training_keys_zipf(corpus: Path) -> None:
+    """Training draws keys with the Zipf weights, the held-out set uniformly (the protocol's
+    scoring default), unless eval_zipf; the held-out set takes one passage per PASSAGE_ROWS."""
+    from arbench.tasks.realtext import PASSAGE_ROWS
+
+    cfg = _cfg(corpus, pairs=1, filler=2)
+    m = mined(cfg)
+    first = int(np.argmax(m.weights))
+    n = 4000
+    held = heldout(cfg, n)
+    share = (held.tokens[:, cfg.filler] == m.keys[first]).mean()
+    assert abs(share - 1 / len(m.keys)) < 0.02  # uniform
+    train = generate(cfg, n, stream_rng(0, 0))
+    assert abs((train.tokens[:, cfg.filler] == m.keys[first]).mean() - m.weights[first]) < 0.02
+    zipf_held = heldout(_cfg(corpus, pairs=1, filler=2, eval_zipf=True), n)
+    assert abs((zipf_held.tokens[:, cfg.filler] == m.keys[first]).mean() - m.weights[first]) < 0.02
+    fill = held.tokens[:, : cfg.filler]
+    assert (fill[:PASSAGE_ROWS] == fill[0]).all()
+    assert len({tuple(r) for r in fill[::PASSAGE_ROWS].tolist()}) > 1
+    assert oracle_check(held.tokens, held.targets, cfg) == []
 
 
 CASES = [
@@ -242,6 +286,8 @@ def _corrupt(kind: str, tok: np.ndarray, tgt: np.ndarray, cfg: RealTextConfig) -
         tok[0, value(j)] = tok[0, value(i)]
     elif kind == "reserved_filler":
         tok[0, 0] = cfg.word_span - 1
+    elif kind == "filler_not_a_passage":  # two blocks' filler swapped: words, but no passage
+        tok[0, [0, B]] = tok[0, [B, 0]]
     elif kind == "query_repeated":
         tok[0, at[1]] = tok[0, at[0]]
     elif kind == "sep_missing":
@@ -259,6 +305,7 @@ def _corrupt(kind: str, tok: np.ndarray, tgt: np.ndarray, cfg: RealTextConfig) -
         "first_write_wins",
         "update_with_own_successor",
         "reserved_filler",
+        "filler_not_a_passage",
         "query_repeated",
         "sep_missing",
         "missing_target",

@@ -23,6 +23,7 @@ from arbench.experiment import (
     CELL_FAMILIES,
     EVAL_PREFIX,
     SEEDS_DEFAULT,
+    WARM_START,
     Run,
     block_of,
     cell_options_of,
@@ -531,6 +532,59 @@ def _check_seeds(where: str, exp: dict[str, Any]) -> None:
         )
 
 
+def _check_warm_start(where: str, run: Run, cfg: dict[str, Any]) -> None:
+    """A warm-started run arm (``train.warm_start``) names an experiment and one of its run
+    arms that trains the same model on a smaller vocabulary of keys and as many values, with
+    at least as many seeds (each seed continues the base's same seed): one line naming the
+    key, before any job."""
+    from arbench.tasks import build_task
+
+    warm = run.train.get(WARM_START)
+    if not warm:
+        return
+    key = f"{where} (run arm {run.name}).train.{WARM_START}"
+    experiments = cfg["experiments"]
+    if warm["experiment"] not in experiments:
+        raise ConfigError(
+            f"{key}.experiment: {warm['experiment']!r} is not an experiment; "
+            f"known: {sorted(experiments)}"
+        )
+    if warm["experiment"] == run.experiment:
+        raise ConfigError(f"{key}.experiment: a run cannot warm-start from its own experiment")
+    rows = {r.name: r for r in runs_of(warm["experiment"], experiments[warm["experiment"]])}
+    if warm["arm"] not in rows:
+        raise ConfigError(
+            f"{key}.arm: {warm['arm']!r} is not a run arm of {warm['experiment']}; "
+            f"known: {sorted(rows)}"
+        )
+    base = rows[warm["arm"]]
+    if base.model != run.model:
+        diff = {k for k in {*base.model, *run.model} if base.model.get(k) != run.model.get(k)}
+        raise ConfigError(
+            f"{key}: the base {base.experiment}/{base.name} has another model shape "
+            f"(differs in {sorted(diff)}); a warm start only grows the vocabulary"
+        )
+    ours, theirs = build_task(run.task), build_task(base.task)
+    for task in (ours, theirs):
+        cfg_ = getattr(task, "cfg", None)
+        if getattr(cfg_, "n_keys", None) != getattr(cfg_, "n_values", None):
+            raise ConfigError(
+                f"{key}: the vocabulary extension grows keys and values together; "
+                f"{task.name} has n_keys={cfg_.n_keys}, n_values={cfg_.n_values}"
+            )
+    if theirs.vocab_size >= ours.vocab_size or theirs.vocab_size % 2 or ours.vocab_size % 2:
+        raise ConfigError(
+            f"{key}: the base {base.experiment}/{base.name} has vocabulary "
+            f"{theirs.vocab_size}, not smaller than this run's {ours.vocab_size} (both "
+            "2 keys + 2 ids)"
+        )
+    if base.seeds < run.seeds:
+        raise ConfigError(
+            f"{key}: the base {base.experiment}/{base.name} trains {base.seeds} seed(s), "
+            f"fewer than this run's {run.seeds}"
+        )
+
+
 def _check_source_results(where: str, exp: dict[str, Any]) -> None:
     """An experiment's ``reference`` names a file that exists and a set of it that shares at
     least one arm or run arm name with the experiment (what its table puts side by side)."""
@@ -588,6 +642,7 @@ def semantic_checks(cfg: dict[str, Any]) -> None:
                 )
             _check_signals(f"{where} (run arm {run.name})", task, tr)
             _check_spread(f"{where} (run arm {run.name})", task, tr, run.spec)
+            _check_warm_start(where, run, cfg)
         for arm in exp["arms"]:
             _check_arm(where, exp, arm, rows)
         for i, c in enumerate(exp.get("contrasts", [])):

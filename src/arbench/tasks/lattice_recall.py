@@ -423,16 +423,21 @@ class LatticeRecallTask(ConfigTask):
         )
 
     def evaluate(
-        self, model: Any, examples: int | None = None, headline: Headline = "all"
+        self,
+        model: Any,
+        examples: int | None = None,
+        headline: Headline = "all",
+        batch_tokens: int = 1 << 18,
     ) -> dict[str, Any]:
         """Held-out accuracy (all of the stored set), split by updated / untouched queries
         and, with strata, by depth stratum (`scores`). ``headline`` (an eval option) picks
         which of them is "accuracy", the number tables and figures report: "updated" for the
-        forgetting study; the accuracy over all queries is then also "accuracy_all"."""
+        forgetting study; the accuracy over all queries is then also "accuracy_all".
+        ``batch_tokens``: tokens per forward pass (`recall.eval_rows`; memory, not scores)."""
         from arbench.evaluate import recall
 
         held = self.held_out()
-        batch = max(1, min(256, (1 << 18) // held.tokens.shape[1]))
+        batch = recall.eval_rows(held.tokens.shape[1], batch_tokens)
         pred = recall.predict(model, held.tokens, held.targets, batch=batch)
         return with_headline(scores(pred, held.tokens, held.targets, self.cfg), headline)
 

@@ -13,9 +13,11 @@ adjacent in the text, both in the vocabulary (an out-of-vocabulary word breaks a
 a word's successor is its most frequent next word (ties: the lower id) when that bigram
 occurs at least ``min_bigram`` times. The keys are the words whose frequency rank, among
 the n words that have a successor, lies in ``[floor(rank_lo n), floor(rank_hi n))``, whose
-successor is not the word itself and whose successor bigram occurs at least
-``min_successor_count`` times. A key's weight is its corpus count to the power
-``zipf_power``. The filler stream is the corpus's vocabulary words, in order.
+successor is not the word itself and whose successor *word* occurs at least
+``min_successor_count`` times in the corpus (the lattice protocol module's filter: on the
+King James text at 4,093 words it keeps 3,153 keys, where a filter on the bigram's own count
+kept 1,674). A key's weight is its corpus count to the power ``zipf_power``. The filler
+stream is the corpus's vocabulary words, in order.
 
 Token ids, with VS = ``vocab_words`` + 1:
 
@@ -24,8 +26,11 @@ Token ids, with VS = ``vocab_words`` + 1:
 * ``2 VS``: SEP; ``2 VS + 1``: reserved; the vocabulary is ``2 VS + 2``.
 
 A row: P store blocks ``[f filler] k v`` with P distinct keys (drawn without replacement
-with the Zipf weights by Gumbel top-k, or uniformly with ``zipf: false``, then shuffled),
-each block's filler a contiguous run of the corpus stream at a random offset; an update
+by Gumbel top-k, then shuffled: training batches with the Zipf weights, or uniformly with
+``zipf: false``; the held-out set uniformly unless ``eval_zipf``, as the protocol scores),
+the filler of a batch one continuous passage of the corpus stream, at a random offset, read
+on block after block and shared by every row of the batch (the protocol's single running
+pointer; the held-out set is drawn in batches of `PASSAGE_ROWS` rows); an update
 pass of M = round(P * overwrite) distinct stored keys re-written, each with the successor
 of another stored pair (uniform over the stored pairs whose successor differs from the
 key's own, so the value always changes); then Q distinct stored keys as ``k SEP``. The
@@ -52,6 +57,7 @@ import numpy as np
 from arbench.tasks.base import IGNORE, Batch, ConfigTask, register_task, stream_rng
 from arbench.tasks.lattice_recall import ANSWERS, WriteQueryLayout
 
+PASSAGE_ROWS = 16  # held-out rows per filler passage (the paper-scale training batch)
 MINING_KEYS = (
     "vocab_words",
     "min_bigram",
@@ -66,7 +72,8 @@ MINING_KEYS = (
 class RealTextConfig(WriteQueryLayout):
     """One real-text setting: the ``corpus`` file and its mining settings (module docstring),
     then the row: ``pairs`` (P), ``queries`` (0: P; capped at P), ``filler`` words before each
-    write, the ``overwrite`` fraction re-written, and Zipf-weighted (``zipf``) or uniform keys."""
+    write, the ``overwrite`` fraction re-written, and Zipf-weighted (``zipf``) or uniform keys
+    in training and (``eval_zipf``) in the held-out set."""
 
     corpus: str = ""
     vocab_words: int = 4093
@@ -76,6 +83,7 @@ class RealTextConfig(WriteQueryLayout):
     min_successor_count: int = 10
     zipf_power: float = 0.75
     zipf: bool = True
+    eval_zipf: bool = False
     pairs: int = 64
     queries: int = 0
     filler: int = 0
@@ -226,9 +234,9 @@ def mine(
     ranked = np.nonzero(has)[0]  # words with a successor, by frequency rank
     n = len(ranked)
     band = ranked[_quantile_index(rank_lo, n) : _quantile_index(rank_hi, n)]
-    keep = (successor[band] != band) & (successor_count[band] >= min_successor_count)
-    keys = band[keep]
     counts = counts_all[order[:V]]
+    keep = (successor[band] != band) & (counts[successor[band]] >= min_successor_count)
+    keys = band[keep]
     weights = counts[keys].astype(np.float64) ** zipf_power
     weights = weights / weights.sum() if len(keys) else weights
     return Mined(
@@ -269,9 +277,11 @@ def mined(cfg: RealTextConfig) -> Mined:
             f"task.pairs={cfg.pairs} exceeds the {len(tables.keys)} keys mined from "
             f"task.corpus={cfg.corpus!r}"
         )
-    if cfg.filler > len(tables.filler):
+    need = cfg.filler * (cfg.pairs + cfg.n_updates)
+    if need > len(tables.filler):
         raise ValueError(
-            f"task.filler={cfg.filler} exceeds the corpus's {len(tables.filler)} words"
+            f"task.filler={cfg.filler}: a row's passage of {need} words exceeds the corpus's "
+            f"{len(tables.filler)} words"
         )
     return tables
 
@@ -318,13 +328,18 @@ def _other_pairs(succ: np.ndarray, chosen: np.ndarray, rng: np.random.Generator)
     return donor
 
 
-def generate(cfg: RealTextConfig, n: int, rng: np.random.Generator) -> Batch:
-    """Draw ``n`` rows (int64 tokens and targets, shape (n, cfg.length)) from ``rng``."""
+def generate(
+    cfg: RealTextConfig, n: int, rng: np.random.Generator, zipf: bool | None = None
+) -> Batch:
+    """Draw ``n`` rows (int64 tokens and targets, shape (n, cfg.length)) from ``rng``: one
+    batch, its rows sharing one filler passage; keys Zipf-weighted when ``zipf`` (default:
+    ``cfg.zipf``, the training setting), else uniform."""
     tables = mined(cfg)
     P, M, Q, f, B = cfg.pairs, cfg.n_updates, cfg.n_queries, cfg.filler, cfg.block
     VS, W = cfg.word_span, P + M
     rows = np.arange(n)[:, None]
-    keys = tables.keys[draw_keys(tables.weights, n, P, rng, cfg.zipf)]  # (n, P) word ids
+    weighted = cfg.zipf if zipf is None else zipf
+    keys = tables.keys[draw_keys(tables.weights, n, P, rng, weighted)]  # (n, P) word ids
     succ = tables.successor[keys]
     updated = rng.permuted(np.broadcast_to(np.arange(P), (n, P)), axis=1)[:, :M]
     donor = _other_pairs(succ, updated, rng) if M else updated
@@ -332,9 +347,9 @@ def generate(cfg: RealTextConfig, n: int, rng: np.random.Generator) -> Batch:
     values = VS + np.concatenate([succ, succ[rows, donor]], axis=1)
 
     blocks = np.empty((n, W, B), dtype=np.int64)
-    if f:
-        start = rng.integers(0, len(tables.filler) - f + 1, size=(n, W))
-        blocks[:, :, :f] = tables.filler[start[..., None] + np.arange(f)]
+    if f:  # one passage of W f words, block after block, the same for every row
+        start = int(rng.integers(0, len(tables.filler) - f * W + 1))
+        blocks[:, :, :f] = tables.filler[start : start + f * W].reshape(W, f)
     blocks[:, :, f] = write_keys
     blocks[:, :, f + 1] = values
 
@@ -352,8 +367,21 @@ def generate(cfg: RealTextConfig, n: int, rng: np.random.Generator) -> Batch:
 
 
 def heldout(cfg: RealTextConfig, n: int, seed: int = 0) -> Batch:
-    """The held-out evaluation set: drawn from the evaluation seed range."""
-    return generate(cfg, n, stream_rng(seed, 0, purpose=1))
+    """The held-out evaluation set: drawn from the evaluation seed range in batches of
+    `PASSAGE_ROWS` rows (each batch one filler passage), keys uniform unless
+    ``cfg.eval_zipf`` (the protocol scores real text on uniformly drawn keys)."""
+    rng = stream_rng(seed, 0, purpose=1)
+    parts = [
+        generate(cfg, min(PASSAGE_ROWS, n - i), rng, cfg.eval_zipf)
+        for i in range(0, n, PASSAGE_ROWS)
+    ]
+    if not parts:
+        return generate(cfg, 0, rng, cfg.eval_zipf)
+    return Batch(
+        tokens=np.concatenate([b.tokens for b in parts]),
+        targets=np.concatenate([b.targets for b in parts]),
+        key_positions=np.concatenate([b.key_positions for b in parts]),
+    )
 
 
 # --------------------------------------------------------------------------- oracle
@@ -363,7 +391,8 @@ def oracle_check(tokens: np.ndarray, targets: np.ndarray, cfg: RealTextConfig) -
     """Re-derive every target from the tokens and the mined successor table; return problems.
 
     Independent of `generate`: it cuts each row into write blocks and query slots by the
-    layout, checks that filler slots hold vocabulary words, that the store keys are distinct
+    layout, checks that filler slots hold vocabulary words that read, block after block, as
+    one continuous passage of the corpus stream, that the store keys are distinct
     mined keys each written with ``VS + successor``, that the update pass re-writes distinct
     stored keys with a different value that is another stored key's successor, that the
     queries ask distinct stored keys, each followed by SEP, and answers each query at its
@@ -396,6 +425,8 @@ def oracle_check(tokens: np.ndarray, targets: np.ndarray, cfg: RealTextConfig) -
         if row:
             problems += [f"row {r}: {p}" for p in row]
             continue
+        if f and not _in_stream(fill.reshape(-1), tables.filler):
+            row.append("the filler is not one continuous passage of the corpus")
         stored, upd = wk[:P], wk[P:]
         row += cfg.key_problems(wk, qk)
         if (wv[:P] != VS + tables.successor[stored]).any():
@@ -407,6 +438,21 @@ def oracle_check(tokens: np.ndarray, targets: np.ndarray, cfg: RealTextConfig) -
         row += cfg.replay_problems(wk, wv, qk, targets[r])
         problems += [f"row {r}: {p}" for p in row]
     return problems
+
+
+def _in_stream(passage: np.ndarray, stream: np.ndarray) -> bool:
+    """Whether ``passage`` occurs as a contiguous run of ``stream``: the offsets where its
+    first word occurs, narrowed word by word while more than one is left, then compared
+    whole."""
+    n = len(passage)
+    if n == 0:
+        return True
+    starts = np.flatnonzero(stream[: len(stream) - n + 1] == passage[0])
+    j = 1
+    while len(starts) > 1 and j < n:
+        starts = starts[stream[starts + j] == passage[j]]
+        j += 1
+    return any(np.array_equal(stream[s : s + n], passage) for s in starts[:1])
 
 
 # --------------------------------------------------------------------------- floors
@@ -448,6 +494,8 @@ class RealTextTask(ConfigTask):
     def summary(self) -> str:
         c = self.cfg
         keys = "Zipf-weighted" if c.zipf else "uniform"
+        if c.eval_zipf != c.zipf:
+            keys += f" (held out: {'Zipf-weighted' if c.eval_zipf else 'uniform'})"
         return (
             f"{Path(c.corpus).name}: P={c.pairs} {keys} key->successor pairs, "
             f"{c.n_updates} updated, Q={c.n_queries}, filler {c.filler}, L={c.length}"
@@ -458,17 +506,27 @@ class RealTextTask(ConfigTask):
         """The corpus: the held-out set's job waits for the rule that builds it."""
         return [self.cfg.corpus]
 
+    def train_shape(self, train: dict[str, Any]) -> tuple[int, int]:
+        """The row's layout alone (the corpus, built by the workflow, need not exist yet)."""
+        return self.cfg.length, self.cfg.n_queries
+
+    def eval_shape(self, **options: Any) -> tuple[int, int]:
+        return self.cfg.length, self.cfg.n_queries
+
     def eval_tokens(self, examples: int, **options: Any) -> int:
         """Held-out sequences times the row length, from the settings alone (planning a job
         must not need the corpus, which a rule may still have to build)."""
         return int(examples) * self.cfg.length
 
-    def evaluate(self, model: Any, examples: int | None = None) -> dict[str, Any]:
-        """Held-out accuracy at the query keys, split into updated and untouched queries."""
+    def evaluate(
+        self, model: Any, examples: int | None = None, batch_tokens: int = 1 << 18
+    ) -> dict[str, Any]:
+        """Held-out accuracy at the query keys, split into updated and untouched queries;
+        ``batch_tokens``: tokens per forward pass (`recall.eval_rows`; memory, not scores)."""
         from arbench.evaluate import recall
 
         held = self.held_out()
-        batch = max(1, min(256, (1 << 18) // held.tokens.shape[1]))
+        batch = recall.eval_rows(held.tokens.shape[1], batch_tokens)
         pred = recall.predict(model, held.tokens, held.targets, batch=batch)
         return scores(pred, held.tokens, held.targets, self.cfg)
 
