@@ -44,6 +44,15 @@ smoke: $(STAMP)
 paper-dryrun: $(STAMP)
 	$(BIN)/snakemake -n --cores 8
 
+# The paper-scale plan per study: jobs, device-hours on the declared device and the largest
+# job's memory (arbench.resources); exits 1 naming any job over its device's memory.
+# paper-plan-probes measures the probes the table lacks (after adding an arm or a shape).
+.PHONY: paper-plan paper-plan-probes
+paper-plan: $(STAMP)
+	$(BIN)/python tools/paper_plan.py
+paper-plan-probes: $(STAMP)
+	OMP_NUM_THREADS=1 $(BIN)/python tools/paper_plan.py --probe
+
 lint: $(STAMP)
 	$(BIN)/ruff check src tests scripts benchmarks tools
 	$(BIN)/snakemake --lint

@@ -10,6 +10,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from arbench import config as arbench_config  # noqa: E402
+from arbench import resources as arbench_resources  # noqa: E402
 from arbench.plan import Plan  # noqa: E402
 
 # Snakemake reads config files with a plain YAML loader (a repeated key silently replaces the
@@ -37,6 +38,22 @@ R = PLAN.root  # results (paper) or results/<scale>
 SCALE = PLAN.scale
 EXPERIMENTS = PLAN.experiments
 THREADS = CFG["threads_per_run"]
+
+# Paper-scale jobs are sized by the resource model (arbench.resources): every training and
+# evaluation is predicted on the declared device now, and one that cannot fit stops planning
+# with one line naming it (make paper-plan prints the whole plan).
+if PLAN.models_resources:
+    try:
+        PLAN.check_resources()
+    except arbench_resources.ResourceError as err:
+        raise WorkflowError(f"invalid plan: {err}") from None
+GPUS = 1 if PLAN.models_resources and PLAN.device().gpu else 0
+GPU_MODEL = (PLAN.device().slurm_gpu_model or "") if GPUS else ""
+
+
+def job_resource(kind, key):
+    """A resource callable: ``key`` of a {experiment}/{arm} job's `Plan.job_resources`."""
+    return lambda wc: PLAN.job_resources(kind, wc.experiment, wc.arm)[key]
 
 
 def one_of(names):

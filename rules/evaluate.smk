@@ -18,10 +18,12 @@ rule evaluate:
     conda:
         "../envs/torch.yaml"
     threads: THREADS
+    # at paper scale the resource model's prediction on the declared device (its longest
+    # batch's memory, its tokens' time); below it 2 GB and minutes from the tokens it reads
     resources:
-        mem_mb=2000,
-        # from the tokens it reads: 10 minutes for a held-out set, an hour for a long sweep
-        runtime=lambda wc: PLAN.eval_minutes(wc.experiment, wc.arm),
+        mem_mb=job_resource("evaluate", "mem_mb"),
+        runtime=job_resource("evaluate", "runtime"),
+        gpu_mem_mb=job_resource("evaluate", "gpu_mem_mb"),
     params:
         task=lambda wc: PLAN.task_settings(wc.experiment, wc.arm),
         examples=lambda wc: EXPERIMENTS[wc.experiment]["eval"]["examples"],

@@ -7,6 +7,8 @@
 rule train:
     input:
         gate=lambda wc: PLAN.gate(wc.experiment, wc.arm),
+        # a warm-started run's base model (train.warm_start; none for a run from scratch)
+        warm=lambda wc: PLAN.warm_start_model(wc.experiment, wc.arm, wc.seed),
     output:
         final=f"{R}/runs/{{experiment}}/{{arm}}/seed{{seed}}/final.json",
         model=f"{R}/runs/{{experiment}}/{{arm}}/seed{{seed}}/model.pt",
@@ -18,12 +20,15 @@ rule train:
     conda:
         "../envs/torch.yaml"
     threads: THREADS
+    # at paper scale the resource model's prediction on the declared device (arbench.resources:
+    # host memory, minutes, device memory); the slurm executor turns gpu and gpu_model into
+    # --gpus=<model>:1. Every other scale is a CPU job of `threads` cores.
     resources:
-        mem_mb=2000,
-        runtime=lambda wc: PLAN.train_minutes(wc.experiment, wc.arm),
-        # paper scale trains on a GPU (the slurm executor turns these into --gpus=1 and
-        # --cpus-per-gpu); every other scale is a CPU job of `threads` cores
-        gpu=1 if SCALE == "paper" else 0,
+        mem_mb=job_resource("train", "mem_mb"),
+        runtime=job_resource("train", "runtime"),
+        gpu_mem_mb=job_resource("train", "gpu_mem_mb"),
+        gpu=GPUS,
+        gpu_model=GPU_MODEL,
         cpus_per_gpu=THREADS,
     params:
         task=lambda wc: PLAN.task_settings(wc.experiment, wc.arm),

@@ -83,6 +83,18 @@ def test_scales_shrink_the_protocol() -> None:
             "train.load.until needs 3 fractions",
         ),
         (
+            lambda c: c["experiments"]["kvbench_long"]["train"].update(tokens_per_step=0),
+            "tokens_per_step",
+        ),
+        (
+            lambda c: c["experiments"]["kvbench"]["train"]["load"].update(stop=True),
+            "train.load.stop needs accuracy-gated rungs",
+        ),
+        (
+            lambda c: c["experiments"]["factorial"]["train"].update(tokens_per_step=4096),
+            "train.tokens_per_step: task 'mqar' gives no sequence length",
+        ),
+        (
             lambda c: c["experiments"]["factorial"]["train"].update(
                 load={"values": [2, 4], "until": [0.5]}
             ),

@@ -13,9 +13,11 @@ branch on a task or cell name; each function here is plain Python, tested withou
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from arbench.experiment import Run, RunTable
+from arbench.resources import Device, Estimate, ProbeSpec, ProbeTable, check
 from arbench.tasks import Task, build_task, task_class
 from arbench.tasks.base import Release
 
@@ -43,6 +45,9 @@ class Plan:
         self.studies: dict[str, list[str]] = cfg.get("studies") or {}
         self.table = RunTable(self.experiments, set(self.experiments_with("stream")))
         self.datasets = self.table.datasets
+        self._estimates: dict[tuple[str, str, str], Estimate] = {}
+        self._probes: ProbeTable | None = None
+        self.measured_probes = 0  # probes measured in this process (missing from the table)
 
     def run(self, experiment: str, run_arm: str) -> Run:
         """One row of the run table."""
@@ -181,6 +186,15 @@ class Plan:
         owner, arm = self.table.owner(experiment, run_arm, int(seed))
         return f"{self.root}/runs/{owner}/{arm}/seed{seed}"
 
+    def warm_start_model(self, experiment: str, run_arm: str, seed: int) -> list[str]:
+        """The trained model a run starts from (its train block's ``warm_start``: the base
+        run arm's ``model.pt`` of the same seed, `arbench.experiment.RunTable.warm_base`), as
+        the training job's extra input; [] for a run trained from scratch."""
+        base = self.table.warm_base(self.run(experiment, run_arm))
+        if base is None:
+            return []
+        return [f"{self.run_dir(base.experiment, base.name, int(seed))}/model.pt"]
+
     def run_files(self, experiment: str, name: str) -> list[str]:
         """One file per (run arm, seed) of an experiment, e.g. every final.json."""
         return [
@@ -215,7 +229,10 @@ class Plan:
         return self.run(experiment, run_arm).eval_options
 
     def train_minutes(self, experiment: str, run_arm: str) -> int:
-        """Minutes to ask a scheduler for: generous for the CPU, far more than a GPU needs."""
+        """Minutes to ask a scheduler for: at paper scale the resource model's prediction on
+        the declared device (`resource_estimate`); below it, generous for the CPU."""
+        if self.models_resources:
+            return self.resource_estimate("train", experiment, run_arm).runtime_minutes
         return max(10, self.train_settings(experiment, run_arm)["steps"] // 20)
 
     def eval_tokens(self, experiment: str, run_arm: str) -> int:
@@ -225,9 +242,97 @@ class Plan:
         return build_task(run.task).eval_tokens(run.examples, **run.eval_options)
 
     def eval_minutes(self, experiment: str, run_arm: str) -> int:
-        """Minutes to ask a scheduler for one evaluation: 10 to start, plus its token count
-        at `EVAL_TOKENS_PER_S` (a long streaming sweep gets its hour, a held-out set 10)."""
+        """Minutes to ask a scheduler for one evaluation: at paper scale the resource model's
+        prediction; below it 10 to start, plus its token count at `EVAL_TOKENS_PER_S` (a
+        long streaming sweep gets its hour, a held-out set 10)."""
+        if self.models_resources:
+            return self.resource_estimate("evaluate", experiment, run_arm).runtime_minutes
         return 10 + int(self.eval_tokens(experiment, run_arm) / EVAL_TOKENS_PER_S / 60)
+
+    # ------------------------------------------------------------------ resources
+
+    @property
+    def models_resources(self) -> bool:
+        """Whether jobs are sized by the resource model: at paper scale, the GPU jobs (every
+        smaller scale is a CPU job of `threads_per_run` cores and a fixed 2 GB)."""
+        return self.scale == PAPER and "resources" in self.cfg
+
+    def device(self) -> Device:
+        """The device paper-scale training and evaluation jobs are declared to run on."""
+        block = self.cfg["resources"]
+        name = block["device"]
+        return Device.from_config(name, block["devices"][name])
+
+    def resource_estimate(self, kind: str, experiment: str, run_arm: str) -> Estimate:
+        """One job's prediction (`arbench.resources.jobs`), ``kind`` "train" or "evaluate";
+        seeds share it. Probes missing from the table are measured here, once per process."""
+        key = (kind, experiment, run_arm)
+        if key not in self._estimates:
+            from arbench.resources import jobs
+
+            run = self.run(experiment, run_arm)
+            self._measure_missing(jobs.specs(run))
+            make = jobs.train_estimate if kind == "train" else jobs.eval_estimate
+            self._estimates[key] = make(run, 0, self.device(), self.probes)
+        return self._estimates[key]
+
+    @property
+    def probes(self) -> ProbeTable:
+        if self._probes is None:
+            self._probes = ProbeTable()
+        return self._probes
+
+    def _measure_missing(self, specs: list[ProbeSpec]) -> None:
+        """Measure the probes the table lacks (torch, a second or so each), into the table
+        in memory; `tools/paper_plan.py --probe` measures and stores them."""
+        missing = self.probes.missing(specs)
+        if not missing:
+            return
+        from arbench.resources.probe import measure
+
+        for spec in missing:
+            self.probes.add(spec, measure(dict(spec.model), spec.vocab, spec.positions,
+                                          spec.length, spec.supervised, spec.rows))
+        self.measured_probes += len(missing)
+
+    def resource_estimates(self) -> list[Estimate]:
+        """Every paper-scale training and evaluation job's prediction (one per seed)."""
+        out = []
+        for exp, arm, seed in self.trainings():
+            est = self.resource_estimate("train", exp, arm)
+            out.append(dataclasses.replace(est, job=est.job.replace("seed0", f"seed{seed}")))
+        for exp in self.experiments:
+            for run in self.table.of(exp):
+                est = self.resource_estimate("evaluate", exp, run.name)
+                out += [
+                    dataclasses.replace(est, job=est.job.replace("seed0", f"seed{seed}"))
+                    for seed in range(run.seeds)
+                ]
+        return out
+
+    def check_resources(self) -> list[Estimate]:
+        """Every job's prediction, after checking each fits its device: a `ResourceError`
+        names the first job that does not (memory beyond the device's)."""
+        device = self.device()
+        estimates = self.resource_estimates()
+        for est in estimates:
+            check(est, device)
+        return estimates
+
+    def job_resources(self, kind: str, experiment: str, run_arm: str) -> dict[str, int]:
+        """What a job asks a scheduler for: host ``mem_mb``, ``runtime`` minutes and
+        ``gpu_mem_mb`` (0 for a CPU job)."""
+        if not self.models_resources:
+            minutes = (self.train_minutes if kind == "train" else self.eval_minutes)(
+                experiment, run_arm
+            )
+            return {"mem_mb": 2000, "runtime": minutes, "gpu_mem_mb": 0}
+        est = self.resource_estimate(kind, experiment, run_arm)
+        return {
+            "mem_mb": est.mem_mb,
+            "runtime": est.runtime_minutes,
+            "gpu_mem_mb": est.device_mem_mb if self.device().gpu else 0,
+        }
 
     # ------------------------------------------------------------------ the zoo and the bench
 

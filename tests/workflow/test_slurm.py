@@ -71,7 +71,7 @@ def fake_slurm(bin_dir: Path, record: Path) -> dict[str, str]:
 
 def test_paper_training_job_asks_slurm_for_a_gpu(tmp_path: Path, workflow_copy) -> None:
     """The plugin's own sbatch call for one paper-scale training job: --gpus=1,
-    --cpus-per-gpu, the rule's runtime and memory."""
+    --cpus-per-gpu, the resource model's runtime and memory."""
     work = workflow_copy(tmp_path / "wf")
     plan = Plan(config.load(work / "config.yaml"))
     arm = "delta_conv"
@@ -92,21 +92,31 @@ def test_paper_training_job_asks_slurm_for_a_gpu(tmp_path: Path, workflow_copy) 
     assert f"--cpus-per-gpu={config.load(work / 'config.yaml')['threads_per_run']}" in call
     assert not any(a.startswith("--cpus-per-task") for a in call), call
     assert call[call.index("-t") + 1] == str(plan.train_minutes("factorial", arm))
-    assert call[call.index("--mem") + 1] == "2000"
+    asked = plan.job_resources("train", "factorial", arm)  # the resource model's
+    assert call[call.index("--mem") + 1] == str(asked["mem_mb"])
     assert any(a.startswith("rule_train_wildcards_") for a in call), call
 
 
 def test_evaluation_runtime_follows_its_tokens() -> None:
-    """Held-out sets get the 10-minute floor; the passkey sweep to 16,384 writes gets its
-    token count's worth, an arm that stops at 4,096 writes a quarter of that, and the
-    evaluate rule asks the scheduler for exactly these minutes."""
+    """Below paper scale an evaluation asks for 10 minutes plus its tokens at
+    `EVAL_TOKENS_PER_S`; at paper scale for the resource model's prediction on the declared
+    device (the passkey sweep to 16,384 writes reads more than twice the tokens of an arm
+    capped at 4,096); and the evaluate rule asks the scheduler for exactly these minutes."""
+    from arbench.plan import EVAL_TOKENS_PER_S
+
+    study = Plan(config.load(scale="study"))
+    for arm in ("multihead_decay", "attention_2layer"):
+        tokens = study.eval_tokens("passkey_swar", arm)
+        assert study.eval_minutes("passkey_swar", arm) == 10 + int(tokens / EVAL_TOKENS_PER_S / 60)
     plan = Plan(config.load())
-    assert plan.eval_minutes("factorial", "delta") == 10
+    assert plan.eval_tokens("passkey_swar", "multihead_decay") > 10**8
+    assert plan.eval_tokens("passkey_swar", "multihead_decay") > 2 * plan.eval_tokens(
+        "passkey_swar", "attention_2layer"
+    )
     sweep = plan.eval_minutes("passkey_swar", "multihead_decay")
     capped = plan.eval_minutes("passkey_swar", "attention_2layer")
-    assert sweep >= 40, sweep
-    assert 10 < capped < sweep / 2, (capped, sweep)
-    assert plan.eval_tokens("passkey_swar", "multihead_decay") > 10**8
+    for arm, minutes in (("multihead_decay", sweep), ("attention_2layer", capped)):
+        assert minutes == plan.resource_estimate("evaluate", "passkey_swar", arm).runtime_minutes
     proc = snakemake("-n", "--forceall", "--profile", "profiles/slurm", PASSKEY, cwd=ROOT)
     dry = r"rule evaluate:\n(?:    .*\n)*?    wildcards: experiment=passkey_swar, arm={}, seed=0\n"
     for arm, minutes in (("multihead_decay", sweep), ("attention_2layer", capped)):
@@ -190,12 +200,20 @@ def test_a_smoke_training_chain_on_slurm_equals_a_local_run(
     submitted = re.findall(r"submitted with SLURM jobid (\d+)", proc.stderr)
     planned = Plan(config.load(work / "config.yaml", scale="smoke"))
     runs = len(planned.eval_files(CHAIN))
-    # the job table Snakemake printed: one training and one evaluation per run, each of them
-    # submitted, and nothing else but the local stats and table
+    # the base runs the experiment's runs warm-start from (train.warm_start), trained first
+    bases = {
+        model
+        for run in planned.table.of(CHAIN)
+        for seed in range(run.seeds)
+        for model in planned.warm_start_model(CHAIN, run.name, seed)
+    }
+    # the job table Snakemake printed: one training and one evaluation per run (and one
+    # training per base), each of them submitted, and nothing else but the local stats and table
     table = proc.stderr.split("Job stats:", 1)[1].split("\n\n", 1)[0]
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", table, flags=re.M))
     assert set(jobs) - {"total"} == {*QUEUED, "stats", "table"}, jobs
-    assert int(jobs["train"]) == int(jobs["evaluate"]) == runs >= 1, jobs
+    assert int(jobs["evaluate"]) == runs >= 1, jobs
+    assert int(jobs["train"]) == runs + len(bases), jobs
     assert len(submitted) == sum(int(jobs[r]) for r in QUEUED), proc.stderr[-3000:]
     assert re.search(r"localrule stats:", proc.stderr) and re.search(
         r"localrule table:", proc.stderr
@@ -206,7 +224,7 @@ def test_a_smoke_training_chain_on_slurm_equals_a_local_run(
     assert (work / TABLE).read_bytes() == (smoke_run / TABLE).read_bytes()
     for path in planned.eval_files(CHAIN):
         assert _same(work / path, smoke_run / path), path
-    for path in planned.run_files(CHAIN, "model.pt"):
+    for path in [*planned.run_files(CHAIN, "model.pt"), *sorted(bases)]:
         assert (work / path).read_bytes() == (smoke_run / path).read_bytes(), path
 
 

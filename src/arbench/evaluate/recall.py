@@ -23,6 +23,16 @@ def hidden_at(model: Any, tokens: torch.Tensor, sel: torch.Tensor, **options: An
     return h[sel]
 
 
+EVAL_BATCH_TOKENS = 1 << 18  # tokens one evaluation batch holds by default
+EVAL_ROWS = 256  # and rows at most
+
+
+def eval_rows(length: int, batch_tokens: int = EVAL_BATCH_TOKENS) -> int:
+    """Rows of one evaluation batch of ``length``-token sequences: ``batch_tokens`` tokens'
+    worth, at most `EVAL_ROWS`, at least one (what the resource model sizes evaluation by)."""
+    return max(1, min(EVAL_ROWS, int(batch_tokens) // int(length)))
+
+
 @torch.no_grad()
 def predict(
     model: LanguageModel,

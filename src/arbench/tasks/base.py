@@ -205,6 +205,25 @@ class Task:
         eval set's length; a task whose evaluation streams a sweep overrides it."""
         return int(examples) * int(self.eval_set(1).tokens.shape[1])
 
+    def train_shape(self, train: dict[str, Any]) -> tuple[int, int]:
+        """(tokens, supervised answers) of the longest row a run with train block ``train``
+        draws, what the resource model sizes its job from (`arbench.resources`): a row at
+        the load schedule's last rung where the task honours ``load``, with every answer
+        supervised where it honours ``dense``."""
+        load = train.get("load")
+        signal = Signal(
+            load=max(load["values"]) if load and "load" in self.signals else None,
+            dense="dense" in self.signals,
+        )
+        drawn = self.train_batch(0, 0, 1, signal) if self.signals else self.train_batch(0, 0, 1)
+        return int(drawn.tokens.shape[1]), int((drawn.targets != IGNORE).sum())
+
+    def eval_shape(self, **options: Any) -> tuple[int, int]:
+        """(tokens, supervised answers) of the longest row one evaluation holds at once: by
+        default a held-out row; a task whose evaluation streams or sweeps overrides it."""
+        row = self.eval_set(1)
+        return int(row.tokens.shape[1]), int((row.targets != IGNORE).sum())
+
     def floors(self) -> dict[str, float]:
         """Chance levels computed from the settings, never typed in. Every task gives
         ``value_marginal`` (a uniformly guessed answer: the floor "chance" is measured

@@ -43,7 +43,7 @@ from arbench.evaluate.recall import hidden_at
 from arbench.io import atomic_write_bytes
 from arbench.mismatch import SettingsMismatch, differences
 from arbench.models import LanguageModel, ModelConfig, families
-from arbench.tasks.base import IGNORE, Task
+from arbench.tasks.base import IGNORE, Batch, Task
 from arbench.train import hooks as train_hooks
 from arbench.train.adamw import make_adamw
 from arbench.train.curriculum import CurriculumConfig, CurriculumHook
@@ -56,6 +56,9 @@ MODEL_FORMAT = "arbench-model/1"  # model.pt: {"format", "fingerprint", "setting
 # training options that change how a run is recorded, never what it computes: resuming
 # across a change of these reproduces the same run
 NOT_IDENTITY = frozenset({"checkpoint_every"})
+# training options added after runs were recorded without them: unset (None), they are left
+# out of a run's settings, so the fingerprints of the runs that do not use them stay as they were
+UNSET_NOT_IDENTITY = frozenset({"warm_start", "tokens_per_step", "micro_batch_tokens"})
 # the training features, each a `TrainHook`; this order is that of their fields in a metrics
 # line and of their states in a checkpoint
 HOOKS: tuple[type[TrainHook], ...] = (CurriculumHook, LoadHook, DenseHook, SpreadHook)
@@ -67,6 +70,15 @@ class TrainConfig:
 
     steps: int = 4000
     batch: int = 64
+    # a token budget per step: each step draws max(1, min(batch, tokens_per_step // the
+    # sequence length at its load)) sequences (the task's `sequence_length`), so ``batch``
+    # caps short rungs and a load schedule's long rungs take fewer sequences. None: ``batch``
+    # sequences every step
+    tokens_per_step: int | None = None
+    # rows per forward and backward: the step's rows in parts of this many tokens' worth
+    # (at least one row), their gradients accumulated (`forward_backward`), so a step whose
+    # activations exceed a device's memory still runs; None: the whole step at once
+    micro_batch_tokens: int | None = None
     lr: float = 3e-3
     warmup: int = 200
     weight_decay: float = 0.1
@@ -93,6 +105,9 @@ class TrainConfig:
     # the address-spread regulariser on a lattice layer's key write addresses
     # (`arbench.train.spread`); None: off
     spread: SpreadConfig | None = None
+    # the run another run continues, its vocabulary grown ({experiment, arm, noise, base: the
+    # base model's fingerprint}; `arbench.run.warm_start_weights`); None: from scratch
+    warm_start: dict[str, Any] | None = None
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
@@ -117,6 +132,12 @@ class TrainConfig:
             )
         if not self.loss_weight > 0:
             raise ValueError(f"train.loss_weight must be > 0, got {self.loss_weight}")
+        for key in ("tokens_per_step", "micro_batch_tokens"):  # token budgets: None or >= 1
+            value = getattr(self, key)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
+                raise ValueError(f"train.{key} must be an integer >= 1, got {value!r}")
 
 
 DECAY_PARAMS = ("matrices", "all")
@@ -133,6 +154,22 @@ def check_signals(task: Task, cfg: TrainConfig) -> None:
                 f"train.{option}: task {task.name!r} has no {field!r} signal "
                 f"(it honours {sorted(task.signals) or 'none'})"
             )
+    if cfg.tokens_per_step is not None and not hasattr(task, "sequence_length"):
+        raise ValueError(
+            f"train.tokens_per_step: task {task.name!r} gives no sequence length per batch "
+            "(use train.batch)"
+        )
+
+
+def batch_size(task: Task, cfg: TrainConfig, signal: Any) -> int:
+    """Sequences in one step: ``train.batch``, or under a token budget
+    max(1, min(batch, tokens_per_step // the task's sequence length under this step's
+    signal)). The loss stays a mean over the step's supervised tokens whatever the batch. A
+    pure function of the signal, so a resumed run (whose schedule state the checkpoint
+    holds) draws the same batches."""
+    if cfg.tokens_per_step is None:
+        return cfg.batch
+    return max(1, min(cfg.batch, cfg.tokens_per_step // task.sequence_length(signal)))
 
 
 def versions() -> dict[str, str]:
@@ -170,6 +207,70 @@ def masked_loss(
     return loss, correct / gold.numel()
 
 
+def micro_batches(drawn: Batch, cfg: TrainConfig) -> list[Batch]:
+    """The step's rows in parts of ``train.micro_batch_tokens`` tokens' worth (at least one
+    row each), or all of them at once when unset: what one forward and backward holds."""
+    if cfg.micro_batch_tokens is None:
+        return [drawn]
+    rows = max(1, cfg.micro_batch_tokens // drawn.tokens.shape[1])
+    if rows >= len(drawn):
+        return [drawn]
+
+    def part(a: np.ndarray | None, lo: int) -> np.ndarray | None:
+        return None if a is None else a[lo : lo + rows]
+
+    return [
+        Batch(
+            drawn.tokens[lo : lo + rows],
+            drawn.targets[lo : lo + rows],
+            part(drawn.lengths, lo),
+            part(drawn.key_positions, lo),
+        )
+        for lo in range(0, len(drawn), rows)
+    ]
+
+
+def forward_backward(
+    model: Any,
+    drawn: Batch,
+    hooks: list[TrainHook],
+    step: int,
+    device: torch.device,
+    excluded: tuple[int, ...],
+    cfg: TrainConfig,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The step's loss and accuracy, its gradients accumulated into the model. In parts
+    (`micro_batches`) each part's loss is weighted by its share of the step's supervised
+    positions and each hook's extra loss by its share of the rows, so the summed gradient is
+    the whole batch's; in one part the computation is exactly the unsplit one."""
+    parts = micro_batches(drawn, cfg)
+    total = int((drawn.targets != IGNORE).sum())
+    loss_sum: torch.Tensor | float = 0.0
+    correct: torch.Tensor | float = 0.0
+    for part in parts:
+        tokens, targets = part.tensors(device)
+        with contextlib.ExitStack() as around:
+            for h in hooks:
+                around.enter_context(h.around_forward(step, part, device))
+            loss, acc = masked_loss(
+                model, tokens, targets, exclude=excluded, weight=cfg.loss_weight
+            )
+        if len(parts) > 1:
+            share = int((part.targets != IGNORE).sum())
+            loss = loss * (share / total)
+            acc = acc * (share / total)
+        for h in hooks:
+            term = h.extra_loss(step)
+            if term is not None:
+                loss = loss + (term if len(parts) == 1 else term * (len(part) / len(drawn)))
+        loss.backward()
+        if len(parts) == 1:
+            return loss, acc
+        loss_sum = loss_sum + loss.detach()
+        correct = correct + acc.detach()
+    return loss_sum, correct  # type: ignore[return-value]
+
+
 def _decays(name: str, p: torch.nn.Parameter, which: str) -> bool:
     """Whether AdamW decays this parameter under ``train.decay_params``."""
     return which == "all" or (p.ndim >= 2 and "embed" not in name)
@@ -190,6 +291,15 @@ def _optimizer(model: LanguageModel, cfg: TrainConfig) -> Any:
     return make_adamw(groups, lr=cfg.lr, betas=tuple(cfg.betas), device=device)
 
 
+def _unset_load_stop(train: dict[str, Any]) -> dict[str, Any]:
+    """``train.load.stop`` came after runs were recorded without it: left out while off, so
+    the fingerprints of load-schedule runs that do not stop early stay as they were."""
+    load = train.get("load")
+    if isinstance(load, dict) and not load.get("stop", False):
+        train = {**train, "load": {k: v for k, v in load.items() if k != "stop"}}
+    return train
+
+
 def run_settings(
     model: dict[str, Any], train: dict[str, Any], task: dict[str, Any], seed: int
 ) -> dict[str, Any]:
@@ -199,7 +309,13 @@ def run_settings(
         json.dumps(
             {
                 "model": model,
-                "train": {k: v for k, v in train.items() if k not in NOT_IDENTITY},
+                "train": _unset_load_stop(
+                    {
+                        k: v
+                        for k, v in train.items()
+                        if k not in NOT_IDENTITY and not (k in UNSET_NOT_IDENTITY and v is None)
+                    }
+                ),
                 "task": task,
                 "seed": int(seed),
             }
@@ -289,13 +405,16 @@ def train(
     stop_after: int | None = None,
     progress: Any = None,
     task_settings: dict[str, Any] | None = None,
+    initial_weights: dict[str, torch.Tensor] | None = None,
 ) -> dict[str, Any]:
     """Train (or resume) one run in ``run_dir``; return the final-JSON payload.
 
     ``stop_after`` ends the process-free run early after that many steps (used
     by tests to emulate a kill); ``progress`` is a callable taking a string;
     ``task_settings`` is the task's config block, part of the run's fingerprint
-    (default: the task's name and settings dataclass).
+    (default: the task's name and settings dataclass); ``initial_weights`` (a warm
+    start, `arbench.run.warm_start_weights`) replace the seed's initial weights before
+    step 0; the run's own checkpoint, when there is one, wins.
     """
     torch.set_num_threads(threads)
     check_signals(task, cfg)
@@ -303,7 +422,17 @@ def train(
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     with _exclusive(run_dir, progress or _stderr):
-        return _train(task, model_cfg, cfg, seed, run_dir, stop_after, progress, task_settings)
+        return _train(
+            task,
+            model_cfg,
+            cfg,
+            seed,
+            run_dir,
+            stop_after,
+            progress,
+            task_settings,
+            initial_weights,
+        )
 
 
 def _stderr(message: str) -> None:
@@ -319,6 +448,7 @@ def _train(
     stop_after: int | None,
     progress: Any,
     task_settings: dict[str, Any] | None,
+    initial_weights: dict[str, torch.Tensor] | None = None,
 ) -> dict[str, Any]:
     """The body of `train`, run while holding the run folder's lock."""
     say = progress or (lambda _: None)  # step lines; what the caller must know goes to `note`
@@ -330,6 +460,8 @@ def _train(
     ckpt_path, metrics_path = run_dir / "checkpoint.pt", run_dir / "metrics.jsonl"
     device = resolve_device(cfg.device)
     model = families.build(model_cfg, seed).to(device)
+    if initial_weights is not None:  # before the optimizer and hooks see the parameters
+        model.load_state_dict(initial_weights)
     hooks = train_hooks.build(HOOKS, cfg, model, seed)
     excluded = tuple(getattr(task, "never_predicted", tuple)())
     opt = _optimizer(model, cfg)
@@ -362,37 +494,34 @@ def _train(
 
     t0 = time.perf_counter()
     model.train()
+    # a run resumed after its schedule ended training (killed before model.pt) ends at once
+    finished = [h for h in hooks if getattr(h, "finished", False)]
+    stopped_early: int | None = start if finished else None
     with metrics_path.open("a") as metrics:
-        for step in range(start, cfg.steps):
+        for step in range(start, cfg.steps if stopped_early is None else start):
             lr = lr_at(
                 step, lr=cfg.lr, warmup=cfg.warmup, total=cfg.steps, min_ratio=cfg.min_lr_ratio
             )
             for g in opt.param_groups:
                 g["lr"] = lr
             signal = train_hooks.signal_of(hooks, step)
+            batch = batch_size(task, cfg, signal)
             if signal is None:  # a task without signals need not take one
-                drawn = task.train_batch(seed, step, cfg.batch)
+                drawn = task.train_batch(seed, step, batch)
             else:
-                drawn = task.train_batch(seed, step, cfg.batch, signal)
-            tokens, targets = drawn.tensors(device)
-            with contextlib.ExitStack() as around:
-                for h in hooks:
-                    around.enter_context(h.around_forward(step, drawn, device))
-                loss, acc = masked_loss(
-                    model, tokens, targets, exclude=excluded, weight=cfg.loss_weight
-                )
-            for h in hooks:
-                term = h.extra_loss(step)
-                if term is not None:
-                    loss = loss + term
+                drawn = task.train_batch(seed, step, batch, signal)
             opt.zero_grad(set_to_none=True)
-            loss.backward()
+            loss, acc = forward_backward(model, drawn, hooks, step, device, excluded, cfg)
             gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             opt.step()
             for h in hooks:
                 h.observe(step, acc)
             done = step + 1
-            if done % cfg.log_every == 0 or done == cfg.steps:
+            # a schedule that ends training (train.load.stop) ends it after this step
+            ending = any(getattr(h, "finished", False) for h in hooks)
+            if ending:
+                stopped_early = done
+            if done % cfg.log_every == 0 or done == cfg.steps or ending:
                 last = {"loss": loss.item(), "acc": acc.item(), "grad_norm": gnorm.item()}
                 extra = {k: v for h in hooks for k, v in h.metrics().items()}
                 lines.append(json.dumps({"step": done, "lr": lr, **last, **extra}))
@@ -402,8 +531,10 @@ def _train(
                     f"step {done}/{cfg.steps} loss {last['loss']:.4f} acc {last['acc']:.3f} "
                     f"({time.perf_counter() - t0:.0f}s)"
                 )
-            if done % cfg.checkpoint_every == 0 or done == cfg.steps:
+            if done % cfg.checkpoint_every == 0 or done == cfg.steps or ending:
                 _save_checkpoint(ckpt_path, model, opt, done, lines, settings, hooks)
+            if ending:
+                break
             if stop_after is not None and done >= stop_after and done < cfg.steps:
                 return {"stopped_at": done}
     wall = time.perf_counter() - t0
@@ -431,6 +562,7 @@ def _train(
         "device": str(device),
         "wall_time_s": wall,
         "resumed_from_step": start,
+        "stopped_early_at": stopped_early,
         "fingerprint": fp,
         "task": settings["task"],
         "scores": {f"final_train_{k}": v for k, v in last.items()},

@@ -254,6 +254,26 @@ class PasskeySwarTask(Task):
         accuracy = float(np.mean(overall)) if overall else None
         return {"accuracy": accuracy, "per_config": per_config}
 
+    def train_shape(self, train: dict[str, Any]) -> tuple[int, int]:
+        """The generator's expected row at the largest train config the load admits
+        (`eval_tokens`' length per write), its passkey and queries supervised."""
+        load = (train.get("load") or {}).get("values")
+        configs = [n for n in self.train_configs if not load or n <= max(load)]
+        return self._expected_row(max(configs or self.train_configs))
+
+    def eval_shape(self, max_writes: int | None = None, **options: Any) -> tuple[int, int]:
+        """Evaluation streams each sequence ``piece`` tokens at a time (one row at once)."""
+        configs = [n for n in self.eval_configs if max_writes is None or n <= max_writes]
+        length, supervised = self._expected_row(max(configs or self.eval_configs))
+        return min(length, self.piece), max(1, supervised * min(length, self.piece) // length)
+
+    def _expected_row(self, N: int) -> tuple[int, int]:
+        """(tokens, supervised answers) of a row of N writes, as the generator expects."""
+        from arbench.tasks.passkey_swar.generator import PASSKEY_LEN
+
+        queries = self.params.query_rate * N
+        return int(2 * (2 + PASSKEY_LEN) + 3 * (N + queries)), int(queries + PASSKEY_LEN)
+
     def eval_tokens(self, examples: int, max_writes: int | None = None, **options: Any) -> int:
         """Tokens the streaming sweep reads (an upper bound: the split may hold fewer):
         ``examples`` sequences of every eval config it scores, each of the generator's
