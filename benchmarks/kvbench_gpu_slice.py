@@ -54,7 +54,7 @@ from arbench.models.kvbench import TRAIN_TILE  # noqa: E402
 from arbench.models.kvbench_memory import eval_bytes, train_step_bytes  # noqa: E402
 from arbench.tasks.base import Signal, config_of  # noqa: E402
 from arbench.tasks.kvbench import KVBenchTask, KVConfig, peak_memory_mib, sweep  # noqa: E402
-from arbench.train.loop import TrainConfig, _optimizer, batch_size, masked_loss  # noqa: E402
+from arbench.train.loop import TrainConfig, _optimizer, batch_size, train_step  # noqa: E402
 
 EXPERIMENT = "kvbench_long"
 TOLERANCE = 1e-4  # fp32 attention over <= 2,048 keys: rounding is ~1e-6
@@ -140,14 +140,9 @@ def training(model: torch.nn.Module, task: KVBenchTask, train: dict, device: tor
         times = []
         for step in range(steps + 1):  # the first step (allocator, heuristics) is not timed
             drawn = task.train_batch(0, step, batch, Signal(load=load))
-            tokens, targets = drawn.tensors(device)
             sync(device)
             t0 = time.perf_counter()
-            loss, _ = masked_loss(model, tokens, targets)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            opt.step()
+            train_step(model, opt, drawn, [], step, device, (), cfg)  # the loop's own step
             sync(device)
             if step:
                 times.append(time.perf_counter() - t0)

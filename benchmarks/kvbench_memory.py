@@ -8,8 +8,8 @@ work touched at its peak, allocator slack included), beside
 
 * ``train``: one training step of the long-context run (`kvbench_long`'s hybrid_square
   layout, reduced width) at one rung of its load schedule: the batch its token budget gives
-  at that length, the loop's loss (`arbench.train.loop.masked_loss`), backward, gradient
-  clipping and the loop's AdamW, against `train_step_bytes`;
+  at that length, the loop's own step (`arbench.train.loop.train_step`: loss, backward,
+  gradient clipping, the loop's AdamW), against `train_step_bytes`;
 * ``eval``: one sequence through the pipeline's evaluator (`arbench.evaluate.recall.predict`
   with the sweep's ``tile`` and ``chunk``), against `eval_bytes`, with the bytes per token
   measured and the model's bytes per token at the paper's width and 10^7 tokens.
@@ -112,7 +112,7 @@ def measure_train(seq_len: int, width: dict[str, int]) -> dict[str, Any]:
     from arbench.models.kvbench_memory import step_flops, train_step_bytes
     from arbench.tasks.base import Signal, config_of
     from arbench.tasks.kvbench import KVBenchTask, KVConfig
-    from arbench.train.loop import TrainConfig, _optimizer, batch_size, masked_loss
+    from arbench.train.loop import TrainConfig, _optimizer, batch_size, train_step
 
     torch.set_num_threads(1)
     run = _long_run()
@@ -126,23 +126,18 @@ def measure_train(seq_len: int, width: dict[str, int]) -> dict[str, Any]:
     model.train()
     opt = _optimizer(model, train)
     drawn = task.train_batch(0, 0, batch, Signal(load=load))
-    tokens, targets = drawn.tensors(torch.device("cpu"))
     t0 = time.perf_counter()
-    loss, _ = masked_loss(model, tokens, targets)
-    opt.zero_grad(set_to_none=True)
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), train.grad_clip)
-    opt.step()
+    train_step(model, opt, drawn, [], 0, torch.device("cpu"), (), train)
     seconds = time.perf_counter() - t0
     measured = _rss() - base
     tile = TRAIN_TILE
-    predicted = train_step_bytes(cfg, batch, tokens.shape[1], tile)
+    predicted = train_step_bytes(cfg, batch, drawn.tokens.shape[1], tile)
     return {
-        "what": "train_step", "seq_len": int(tokens.shape[1]), "load": load, "batch": batch,
+        "what": "train_step", "seq_len": int(drawn.tokens.shape[1]), "load": load, "batch": batch,
         "tokens_per_step": train.tokens_per_step, "tile": tile, "width": width,
         "measured_bytes": measured, "predicted_bytes": predicted,
         "error_pct": 100.0 * (predicted - measured) / measured, "seconds": seconds,
-        "step_flops": step_flops(cfg, batch, int(tokens.shape[1])),
+        "step_flops": step_flops(cfg, batch, int(drawn.tokens.shape[1])),
     }  # fmt: skip
 
 
@@ -168,7 +163,7 @@ def measure_eval(seq_len: int, width: dict[str, int], tile: int, chunk: int) -> 
     predict(model, held.tokens, held.targets, batch=1, tile=tile, chunk=chunk)
     seconds = time.perf_counter() - t0
     measured = _rss() - base
-    T = int(held.tokens.shape[1])
+    T = int(held.drawn.tokens.shape[1])
     predicted = eval_bytes(cfg, T, tile=tile, dtype_bytes=4, chunk=chunk)
     paper = replace(cfg, **PAPER)
     at_1e7 = eval_bytes(paper, 10**7, tile=tile, dtype_bytes=4, chunk=chunk)

@@ -47,7 +47,7 @@ def main() -> int:
         specs = probe_specs(
             run.model, vocab, positions, [tr.length, ev.length], tr.supervised / tr.length
         )
-        plan._measure_missing(specs)
+        plan.measure_missing(specs)
         shape = Shape(args.rows, tr.length, tr.supervised)
         p = predict(plan.probes, specs, shape, item)
         t0 = time.perf_counter()

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from arbench import config as arbench_config  # noqa: E402
 from arbench.plan import Plan  # noqa: E402
-from arbench.resources import ResourceError, check  # noqa: E402
+from arbench.resources import ProbeSpec, ResourceError, check  # noqa: E402
 
 GiB = 2**30
 
@@ -109,27 +109,14 @@ def main() -> int:
         }
         missing = plan.probes.missing(specs.values())
         print(f"{len(specs)} probes planned, {len(missing)} missing", flush=True)
-        from arbench.resources.probe import measure
 
-        for i, spec in enumerate(missing, 1):
-            plan.probes.add(
-                spec,
-                measure(
-                    dict(spec.model),
-                    spec.vocab,
-                    spec.positions,
-                    spec.length,
-                    spec.supervised,
-                    spec.rows,
-                ),
-            )
-            print(
-                f"  {i}/{len(missing)}: {spec.model.get('cell') or spec.model.get('family')}"
-                f" at {spec.rows} x {spec.length} tokens",
-                flush=True,
-            )
-            if i % 10 == 0 or i == len(missing):
-                plan.probes.save()
+        def progress(i: int, total: int, spec: ProbeSpec) -> None:
+            name = spec.model.get("cell") or spec.model.get("family")
+            print(f"  {i}/{total}: {name} at {spec.rows} x {spec.length} tokens", flush=True)
+            if i % 10 == 0:
+                plan.probes.save()  # an interrupted run keeps what it measured
+
+        plan.measure_missing(missing, progress)
         stale = set(plan.probes.rows) - set(specs)
         for key in stale:  # probes of models or shapes the config no longer plans
             del plan.probes.rows[key]

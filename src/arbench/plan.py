@@ -14,6 +14,7 @@ branch on a task or cell name; each function here is plain Python, tested withou
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from typing import Any
 
 from arbench.experiment import Run, RunTable
@@ -263,18 +264,23 @@ class Plan:
         name = block["device"]
         return Device.from_config(name, block["devices"][name])
 
-    def resource_estimate(self, kind: str, experiment: str, run_arm: str) -> Estimate:
-        """One job's prediction (`arbench.resources.jobs`), ``kind`` "train" or "evaluate";
-        seeds share it. Probes missing from the table are measured here, once per process."""
+    def resource_estimate(
+        self, kind: str, experiment: str, run_arm: str, seed: int = 0
+    ) -> Estimate:
+        """One job's prediction (`arbench.resources.jobs`), ``kind`` "train" or "evaluate",
+        named ``<kind> <experiment>/<run arm>/seed<seed>``; computed once for all seeds.
+        Probes missing from the table are measured here, once per process."""
         key = (kind, experiment, run_arm)
+        job = f"{kind} {experiment}/{run_arm}/seed{seed}"
         if key not in self._estimates:
             from arbench.resources import jobs
 
             run = self.run(experiment, run_arm)
-            self._measure_missing(jobs.specs(run))
+            self.measure_missing(jobs.specs(run))
             make = jobs.train_estimate if kind == "train" else jobs.eval_estimate
-            self._estimates[key] = make(run, 0, self.device(), self.probes)
-        return self._estimates[key]
+            self._estimates[key] = make(run, job, self.device(), self.probes)
+        est = self._estimates[key]
+        return est if est.job == job else dataclasses.replace(est, job=job)
 
     @property
     def probes(self) -> ProbeTable:
@@ -282,30 +288,38 @@ class Plan:
             self._probes = ProbeTable()
         return self._probes
 
-    def _measure_missing(self, specs: list[ProbeSpec]) -> None:
-        """Measure the probes the table lacks (torch, a second or so each), into the table
-        in memory; `tools/paper_plan.py --probe` measures and stores them."""
+    def measure_missing(self, specs: Iterable[ProbeSpec], progress: Any = None) -> None:
+        """Measure the probes the table lacks (torch, a second to a minute each) into the
+        table in memory, calling ``progress(done, total, spec)`` after each;
+        `tools/paper_plan.py --probe` stores them."""
         missing = self.probes.missing(specs)
         if not missing:
             return
         from arbench.resources.probe import measure
 
-        for spec in missing:
-            self.probes.add(spec, measure(dict(spec.model), spec.vocab, spec.positions,
-                                          spec.length, spec.supervised, spec.rows))
-        self.measured_probes += len(missing)
+        for i, spec in enumerate(missing, 1):
+            self.probes.add(
+                spec,
+                measure(
+                    dict(spec.model),
+                    spec.vocab,
+                    spec.positions,
+                    spec.length,
+                    spec.supervised,
+                    spec.rows,
+                ),
+            )
+            self.measured_probes += 1
+            if progress is not None:
+                progress(i, len(missing), spec)
 
     def resource_estimates(self) -> list[Estimate]:
         """Every paper-scale training and evaluation job's prediction (one per seed)."""
-        out = []
-        for exp, arm, seed in self.trainings():
-            est = self.resource_estimate("train", exp, arm)
-            out.append(dataclasses.replace(est, job=est.job.replace("seed0", f"seed{seed}")))
+        out = [self.resource_estimate("train", *job) for job in self.trainings()]
         for exp in self.experiments:
             for run in self.table.of(exp):
-                est = self.resource_estimate("evaluate", exp, run.name)
                 out += [
-                    dataclasses.replace(est, job=est.job.replace("seed0", f"seed{seed}"))
+                    self.resource_estimate("evaluate", exp, run.name, seed)
                     for seed in range(run.seeds)
                 ]
         return out

@@ -133,9 +133,8 @@ def _kvbench(run: Run, shape: Shape, *, train: bool) -> dict[str, float]:
     }
 
 
-def train_estimate(run: Run, seed: int, device: Device, table: ProbeTable) -> Estimate:
-    """Peak memory and time of training ``run`` at ``seed`` on ``device``."""
-    job = f"train {run.experiment}/{run.name}/seed{seed}"
+def train_estimate(run: Run, job: str, device: Device, table: ProbeTable) -> Estimate:
+    """Peak memory and time of training ``run`` on ``device`` (any seed), named ``job``."""
     shape = train_shape(run)
     steps = int(run.train["steps"])
     if run.model.get("family") == "kvbench":
@@ -146,24 +145,16 @@ def train_estimate(run: Run, seed: int, device: Device, table: ProbeTable) -> Es
         device_bytes = p["peak_bytes"]
         flops = p["flops_fixed"] + shape.rows * p["flops_per_row"]
         ops = shape.parts * p["ops"]
-    return Estimate(
-        job=job,
-        device=device.name,
-        device_bytes=device_bytes,
-        host_bytes=HOST_BASE_BYTES + (0 if device.gpu else device_bytes),
-        seconds=steps * device.seconds(flops, ops),
-        shape=shape,
-    )
+    return _estimate(job, device, device_bytes, steps * device.seconds(flops, ops), shape)
 
 
-def eval_estimate(run: Run, seed: int, device: Device, table: ProbeTable) -> Estimate:
-    """Peak memory and time of evaluating ``run`` at ``seed`` on ``device``: its longest
-    evaluation batch, and its tokens (`Task.eval_tokens`) at that batch's cost per row."""
-    job = f"evaluate {run.experiment}/{run.name}/seed{seed}"
+def eval_estimate(run: Run, job: str, device: Device, table: ProbeTable) -> Estimate:
+    """Peak memory and time of evaluating ``run`` on ``device`` (any seed), named ``job``:
+    its longest evaluation batch, and its tokens (`Task.eval_tokens`) at that batch's cost
+    per row."""
     shape = eval_shape(run)
-    task = build_task(run.task)
-    options = {k: v for k, v in run.eval_options.items() if k in task.eval_option_names()}
-    rows_total = max(1, task.eval_tokens(run.examples, **options) // shape.length)
+    tokens = build_task(run.task).eval_tokens(run.examples, **_eval_settings(run))
+    rows_total = max(1, tokens // shape.length)
     batches = -(-rows_total // shape.rows)
     if run.model.get("family") == "kvbench":
         k = _kvbench(run, Shape(1, shape.length, shape.supervised), train=False)
@@ -176,11 +167,13 @@ def eval_estimate(run: Run, seed: int, device: Device, table: ProbeTable) -> Est
         seconds = batches * device.seconds(0.0, p["ops"] * FORWARD_SHARE) + rows_total * (
             device.seconds(per_row_flops, 0.0)
         )
-    return Estimate(
-        job=job,
-        device=device.name,
-        device_bytes=device_bytes,
-        host_bytes=HOST_BASE_BYTES + (0 if device.gpu else device_bytes),
-        seconds=seconds,
-        shape=shape,
-    )
+    return _estimate(job, device, device_bytes, seconds, shape)
+
+
+def _estimate(
+    job: str, device: Device, device_bytes: float, seconds: float, shape: Shape
+) -> Estimate:
+    """An estimate on ``device``: a GPU job holds its tensors on the device and its host
+    memory is the process's base; a CPU job holds both in host memory."""
+    host = HOST_BASE_BYTES + (0 if device.gpu else device_bytes)
+    return Estimate(job, device.name, device_bytes, host, seconds, shape)

@@ -271,6 +271,26 @@ def forward_backward(
     return loss_sum, correct  # type: ignore[return-value]
 
 
+def train_step(
+    model: Any,
+    opt: Any,
+    drawn: Batch,
+    hooks: list[TrainHook],
+    step: int,
+    device: torch.device,
+    excluded: tuple[int, ...],
+    cfg: TrainConfig,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One optimiser step on ``drawn`` as training takes it: gradients zeroed, forward and
+    backward (`forward_backward`), clipped to ``grad_clip``, the optimiser stepped; returns
+    the loss, the accuracy and the gradient norm before clipping."""
+    opt.zero_grad(set_to_none=True)
+    loss, acc = forward_backward(model, drawn, hooks, step, device, excluded, cfg)
+    gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+    opt.step()
+    return loss, acc, gnorm
+
+
 def _decays(name: str, p: torch.nn.Parameter, which: str) -> bool:
     """Whether AdamW decays this parameter under ``train.decay_params``."""
     return which == "all" or (p.ndim >= 2 and "embed" not in name)
@@ -510,10 +530,7 @@ def _train(
                 drawn = task.train_batch(seed, step, batch)
             else:
                 drawn = task.train_batch(seed, step, batch, signal)
-            opt.zero_grad(set_to_none=True)
-            loss, acc = forward_backward(model, drawn, hooks, step, device, excluded, cfg)
-            gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            opt.step()
+            loss, acc, gnorm = train_step(model, opt, drawn, hooks, step, device, excluded, cfg)
             for h in hooks:
                 h.observe(step, acc)
             done = step + 1

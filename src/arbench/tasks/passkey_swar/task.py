@@ -268,21 +268,20 @@ class PasskeySwarTask(Task):
         return min(length, self.piece), max(1, supervised * min(length, self.piece) // length)
 
     def _expected_row(self, N: int) -> tuple[int, int]:
-        """(tokens, supervised answers) of a row of N writes, as the generator expects."""
+        """(tokens, supervised answers) of a row of N writes, as the generator expects: the
+        passkey's head and tail, 3 tokens a write and 3 a query, N x query_rate queries."""
         from arbench.tasks.passkey_swar.generator import PASSKEY_LEN
 
+        per_write = 3 * (1 + self.params.query_rate)
         queries = self.params.query_rate * N
-        return int(2 * (2 + PASSKEY_LEN) + 3 * (N + queries)), int(queries + PASSKEY_LEN)
+        return int(2 * (2 + PASSKEY_LEN) + per_write * N), int(queries + PASSKEY_LEN)
 
     def eval_tokens(self, examples: int, max_writes: int | None = None, **options: Any) -> int:
         """Tokens the streaming sweep reads (an upper bound: the split may hold fewer):
         ``examples`` sequences of every eval config it scores, each of the generator's
         expected length (passkey head and tail, N writes, N x query_rate queries)."""
-        from arbench.tasks.passkey_swar.generator import PASSKEY_LEN
-
-        per_write = 3 * (1 + self.params.query_rate)
         return sum(
-            int(examples) * int(2 * (2 + PASSKEY_LEN) + per_write * N)
+            int(examples) * self._expected_row(N)[0]
             for N in self.eval_configs
             if max_writes is None or N <= max_writes
         )
