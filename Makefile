@@ -47,11 +47,21 @@ paper-dryrun: $(STAMP)
 # The paper-scale plan per study: jobs, device-hours on the declared device and the largest
 # job's memory (arbench.resources); exits 1 naming any job over its device's memory.
 # paper-plan-probes measures the probes the table lacks (after adding an arm or a shape).
-.PHONY: paper-plan paper-plan-probes
+.PHONY: paper-plan paper-plan-probes paper-report paper-release
 paper-plan: $(STAMP)
 	$(BIN)/python tools/paper_plan.py
 paper-plan-probes: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python tools/paper_plan.py --probe
+
+# The paper-scale tables, figures and claims.md from whatever paper-scale evaluations exist
+# (PAPER_RESULTS where it has a run, else the release references/arbench_paper_runs), in
+# seconds, training nothing: results/paper_report/. paper-release publishes the finished runs
+# of PAPER_RESULTS into the release (tools/paper_release.py; retrain one with its retrain).
+PAPER_RESULTS ?= results
+paper-report: $(STAMP)
+	$(BIN)/python tools/paper_report.py --results $(PAPER_RESULTS) --out results/paper_report
+paper-release: $(STAMP)
+	$(BIN)/python tools/paper_release.py publish --root $(PAPER_RESULTS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests scripts benchmarks tools
