@@ -8,7 +8,7 @@ sm = snakemake
 log = setup(sm.log[0], sm.threads)  # first: whatever fails below is logged
 
 from arbench.io import atomic_write_json, atomic_write_text
-from arbench.report.experiment import CHANCE_FACTOR, NO_BINDING_FACTOR
+from arbench.report.chance import CHANCE_FACTOR, NO_BINDING_FACTOR, TEST_RULE
 from arbench.report.floors import floor_rows
 from arbench.report.tables import render
 
@@ -18,6 +18,7 @@ context = {
     "scale": sm.params.scale,
     "chance_factor": CHANCE_FACTOR,
     "no_binding_factor": NO_BINDING_FACTOR,
+    "chance_rule": TEST_RULE,
 }
 atomic_write_json(sm.output.json, context)
 atomic_write_text(sm.output.tex, render(sm.input.template, source=sm.output.json, **context))

@@ -138,13 +138,13 @@ def test_an_experiment_run_only_for_its_path_tests_no_claim() -> None:
     assert verdict({**STATS, "path_only": False}).verdict == C.REPRODUCED
 
 
-def test_a_test_that_cannot_reach_alpha_is_not_run() -> None:
+def test_a_test_that_cannot_reach_alpha_is_inconclusive() -> None:
     r = verdict(
         statistic="contrasts[a=plain,b=armed]/diff",
         p="contrasts[a=plain,b=armed]/p",
         rule="not_significant",
     )
-    assert r.verdict == C.NOT_RUN and "n = 1 vs 1" in r.reason and r.values == [-0.69]
+    assert r.verdict == C.INCONCLUSIVE and "n = 1 vs 1" in r.reason and r.values == [-0.69]
     shown = verdict(
         statistic="contrasts[a=plain,b=armed]/diff",
         p="contrasts[a=plain,b=armed]/p",
@@ -260,7 +260,8 @@ def test_within_at_least_at_most_and_holds() -> None:
     assert verdict(**mean, rule="at_least", source_value=0.9).verdict == C.REPRODUCED
     assert verdict(**mean, rule="at_least", source_value=0.99).verdict == C.NOT_REPRODUCED
     assert verdict(**mean, rule="at_most", source_value="x", threshold=0.96).verdict == C.REPRODUCED
-    chance = {"p": None, "rule": "holds", "source_value": "chance"}
+    control = {"statistic": "arms/armed-pairs16/mean", "at_least": 0.9, "what": "armed"}
+    chance = {"p": None, "rule": "holds", "source_value": "chance", "control": control}
     assert verdict(**chance, statistic="arms[arm=plain]/chance").verdict == C.REPRODUCED
     assert verdict(**chance, statistic="arms[arm=armed]/chance").verdict == C.NOT_REPRODUCED
 
@@ -356,22 +357,29 @@ def test_an_ordering_needs_a_noise_margin_and_a_row_that_is_not_flat() -> None:
     assert r.verdict == C.INCONCLUSIVE and "every arm at ceiling" in r.reason
 
 
-def test_a_chance_claim_reads_the_papers_ten_times_the_floor_rule() -> None:
-    """'At chance' is the paper's rule: every mean within 10x of its floor, the mean printed
-    beside the source's number; on fewer than three seeds it is inconclusive."""
+def test_a_chance_claim_reads_the_arms_chance_test_or_the_papers_tenfold_rule() -> None:
+    """'At chance' reads each arm's chance test (the stats' flag); a claim quoting the
+    paper's rule (tenfold) reads every mean within 10x of its floor; on fewer than three
+    seeds it is inconclusive."""
     base = {
         "p": None,
         "rule": "at_chance",
         "source_value": "0.017-0.019",
         "statistic": "arms/plain-pairs32/mean",
         "floor": "floors/value_marginal",
+        "control": {"statistic": "arms/armed-pairs16/mean", "at_least": 0.9, "what": "armed"},
     }
-    r = verdict(**base)  # 0.10 against a floor of 0.0385 (10x: 0.385)
+    r = verdict(**base)  # the arm's flag: chance
+    assert r.verdict == C.REPRODUCED and "mean 0.100 against the source's 0.017-0.019" in r.reason
+    off = copy.deepcopy(STATS)
+    off["arms"]["plain-pairs32"]["chance"] = False
+    assert verdict(off, **base).verdict == C.NOT_REPRODUCED
+    r = verdict(off, **base, tenfold=True)  # 0.10 against a floor of 0.0385 (10x: 0.385)
     assert r.verdict == C.REPRODUCED
     assert "mean 0.100 against the source's 0.017-0.019; floor 0.038" in r.reason
     high = copy.deepcopy(STATS)
     high["arms"]["plain-pairs32"]["mean"] = 0.5
-    assert verdict(high, **base).verdict == C.NOT_REPRODUCED
+    assert verdict(high, **base, tenfold=True).verdict == C.NOT_REPRODUCED
     few = copy.deepcopy(STATS)
     few["arms"]["plain-pairs32"]["n"] = 1
     assert verdict(few, **base).verdict == C.INCONCLUSIVE
@@ -577,13 +585,18 @@ def _results() -> list[C.Result]:
 def test_markdown_lists_every_claim_with_its_verdict_and_links() -> None:
     md = C.render_markdown(_results(), "test")
     assert (
-        "3 claims:\n1 reproduced, 0 reproduced (sign only),\n0 not reproduced,\n"
+        "All claims: 1 reproduced, 0 reproduced (sign only),\n0 not reproduced,\n"
         "0 inconclusive, 0 source inconsistent,\n"
         "2 not run at this scale, 0 not planned." in md
     )
+    assert "* **3 claims about trained models**: 1 reproduced, 2 not run at this scale." in md
     row = next(line for line in md.splitlines() if line.startswith("| `toy_claim`"))
     cells = [c.strip() for c in row.strip("|").split(" | ")]
-    assert cells[3] == "0.7" and cells[4] == "+0.690 (n=5 vs 5, test)" and cells[5] == "0.008"
+    assert (
+        cells[3] == "0.7"
+        and cells[4] == "+0.690 (n=5 vs 5, test, at K = 16)"
+        and cells[5] == "0.008"
+    )
     assert "**reproduced**" in row and "[toy.tex](tables/toy.tex)" in row
     assert "[toy.png](figures/toy.png)" in row
     miss = next(line for line in md.splitlines() if line.startswith("| `grid_miss`"))
@@ -766,7 +779,8 @@ def test_a_causal_reading_is_evaluated_beside_the_claim_and_rendered(tmp_path: P
     assert got["bare"].causal is None
     md = C.render_markdown(list(got.values()), "test")
     row = next(line for line in md.splitlines() if line.startswith("| `toy_claim`"))
-    assert "**not reproduced**: -0.200 (n=5 vs 5), p 0.300 in `causal_toy`" in row
+    assert "**not reproduced**: -0.200 (n=5 vs 5, at K = 16, 32), p 0.300 in `causal_toy`" in row
+    assert "`causal_toy`; 95 % interval [-0.225, -0.175] excludes the source's 0.700" in row
     bare_row = next(line for line in md.splitlines() if line.startswith("| `bare`"))
     assert bare_row.rstrip().split(" | ")[-2] == "--"
     tex = C.render_tex(list(got.values()), "test")

@@ -54,6 +54,7 @@ def test_the_config_floors_table_has_every_task_and_the_papers_values() -> None:
         scale="paper",
         chance_factor=10,
         no_binding_factor=1.5,
+        chance_rule="not above the strongest no-binding floor by a binomial test",
     )
     assert tex.count(r"\\") >= len(rows) and "-- & -- & --" in tex
     assert r"lr\_sweep" in tex and "0.0685" in tex

@@ -1,10 +1,10 @@
 """Assemble an experiment's statistics from its per-run evaluations.
 
 Every number comes from the evaluations passed in, every floor from the task's own
-calculator. An accuracy below ``chance_factor`` (default 10) times its task's value floor, or
-below ``NO_BINDING_FACTOR`` (1.5) times its best no-binding floor where the task has one, is
-marked chance (`chance_threshold`), and a contrast whose two arms are both at chance is
-flagged as such: its p says nothing about binding.
+calculator. An arm is marked chance unless a test puts it above its task's strongest
+no-binding floor (`arbench.report.chance`: a one-sided binomial over its held-out answers),
+and a contrast whose two arms are both at chance is flagged as such: its p says nothing
+about binding.
 """
 
 from __future__ import annotations
@@ -15,30 +15,19 @@ from typing import Any
 import numpy as np
 
 from arbench.experiment import BLOCKS, grid_default, run_arm_name, runs_of, value_label
-from arbench.report import frontier, kvbench
+from arbench.report import chance, frontier, kvbench
+from arbench.report.chance import CHANCE_FACTOR, NO_BINDING_FACTOR
 from arbench.report.layouts import layout_of
 from arbench.report.reference import annotate as annotate_reference
 from arbench.report.tables import curriculum_label
 from arbench.stats import compare_lock_in, contrast, describe
 from arbench.tasks import build_task
 
-CHANCE_FACTOR = 10.0
-# an accuracy within half again of the best strategy that never binds shows no binding either:
-# the haystack's no-binding floor (0.28) lies above ten times its value floor (0.19)
-NO_BINDING_FACTOR = 1.5
-# the floors of guessers that skip the task's computation (bind nothing, compose nothing)
-NO_TASK_FLOORS = ("best_no_binding", "uniform_pair_no_binding", "copy_only")
-
 
 def chance_threshold(floors: dict[str, float], factor: float = CHANCE_FACTOR) -> float:
-    """The accuracy below which a mean is marked chance: ``factor`` x the value floor, or
-    `NO_BINDING_FACTOR` x the best floor that does without the task's computation (the best
-    no-binding floor, or a copy-only floor, where the task has one), whichever is higher."""
-    no_binding = max(
-        (floors[k] for k in NO_TASK_FLOORS if k in floors),
-        default=0.0,
-    )
-    return max(factor * floors["value_marginal"], NO_BINDING_FACTOR * no_binding)
+    """The fallback's accuracy below which a mean is chance, for evaluations that do not
+    count their answers (`arbench.report.chance.threshold`)."""
+    return chance.threshold(floors, factor)
 
 
 def experiment_stats(
@@ -80,7 +69,7 @@ def experiment_stats(
         task = build_task(row.task)
         floors = task.floors()
         floors_of.setdefault(value_label(value), floors)
-        arms[run_arm] = _arm_summary(runs, i, threshold, chance_threshold(floors, factor))
+        arms[run_arm] = _arm_summary(runs, i, threshold, floors, factor)
         if above is not None:
             arms[run_arm]["lock_in_above"] = int(sum(s > above for s in arms[run_arm]["scores"]))
         arms[run_arm].update(
@@ -119,6 +108,9 @@ def experiment_stats(
         "lock_in_above": above,
         "chance_factor": factor,
         "no_binding_factor": NO_BINDING_FACTOR,
+        "chance_alpha": chance.CHANCE_ALPHA,
+        "chance_rule": chance.TEST_RULE,
+        "chance_rules": sorted({a["chance_test"]["rule"] for a in arms.values()}),
         "state_sizes_per_layer": states,
         "parameters": {"min": min(params), "max": max(params)},
         "floors": build_task(exp["task"]).floors(),
@@ -195,16 +187,23 @@ def _thin(lines: list[dict[str, Any]], keep: int = 200) -> list[dict[str, Any]]:
 
 
 def _arm_summary(
-    runs: list[dict[str, Any]], index: int, threshold: float, chance_below: float
+    runs: list[dict[str, Any]],
+    index: int,
+    threshold: float,
+    floors: dict[str, float],
+    factor: float = CHANCE_FACTOR,
 ) -> dict[str, Any]:
-    """Mean, sd, CI, lock-in and chance flag of one run arm (and of its rebinding control)."""
+    """Mean, sd, CI, lock-in and chance test of one run arm (and of its rebinding control)."""
     scores = [e["scores"]["accuracy"] for e in runs]
+    test = chance.off_chance([e["scores"] for e in runs], floors, factor=factor)
+    chance_below = chance.threshold(floors, factor)
     summary = {
         **describe(scores, rng=np.random.default_rng(index)),
         "seeds": [e["seed"] for e in runs],
         "scores": scores,
         "lock_in": int(sum(s >= threshold for s in scores)),
-        "chance": bool(np.mean(scores) < chance_below),
+        "chance": not test["off_chance"],
+        "chance_test": test,
         "chance_below": chance_below,
         "train_wall_time_s": float(np.mean([e["train_wall_time_s"] for e in runs])),
         "n_parameters": runs[0]["n_parameters"],

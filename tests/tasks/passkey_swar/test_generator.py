@@ -92,3 +92,51 @@ def test_statistics_match_card(h) -> None:
         assert abs(s["queries_per_example"] - qpe) < 0.05 * qpe
         assert abs(s["valid"] - 0.5) < 0.02 and abs(s["valid"] + s["expired"] - 1) < 1e-9
         assert abs(s["stale_share_of_expired"] - stale) <= tol
+
+
+def test_standard_errors_match_a_per_example_recomputation() -> None:
+    """Oracle: the accumulated standard errors equal a direct computation over examples
+    (mean s/sqrt(n); a share's linearised ratio); corruption: a batch folded in twice shifts
+    them, and the errors shrink as examples accumulate."""
+    import math
+
+    import numpy as np
+
+    from arbench.tasks.passkey_swar.release import SplitStats
+
+    batches = [
+        O.check_table(b.to_arrow())[1] for b in generate("train", 64, 300, P, chunk_tokens=20_000)
+    ]
+    acc = SplitStats(WIN)
+    for parsed in batches:
+        acc.add(parsed)
+    se = acc.summary()["standard_errors"]
+    t = np.concatenate([p.lengths for p in batches]).astype(float)
+    q = np.concatenate([np.bincount(p.q_row, minlength=p.n_examples) for p in batches])
+    e = np.concatenate(
+        [np.bincount(p.q_row, p.q_expected == O.TOK["NULL"], p.n_examples) for p in batches]
+    )
+    s = np.concatenate(
+        [
+            np.bincount(p.q_row, (p.q_expected == O.TOK["NULL"]) & (p.q_age > 0), p.n_examples)
+            for p in batches
+        ]
+    )
+    n = t.size
+    assert math.isclose(se["mean_length"], np.std(t, ddof=1) / math.sqrt(n), rel_tol=1e-9)
+    r = s.sum() / e.sum()
+    direct = math.sqrt(((s - r * e) ** 2).sum() / (n * (n - 1))) / e.mean()
+    assert math.isclose(se["stale_share_of_expired"], direct, rel_tol=1e-9)
+    r = e.sum() / q.sum()
+    direct = math.sqrt(((e - r * q) ** 2).sum() / (n * (n - 1))) / q.mean()
+    assert math.isclose(se["expired"], direct, rel_tol=1e-9)
+    assert se["valid"] > 0 and se["queries_per_example"] >= 0
+    few = SplitStats(WIN)
+    few.add(batches[0])
+    assert few.summary()["standard_errors"]["mean_length"] > se["mean_length"]
+    twice = SplitStats(WIN)
+    for parsed in [*batches, batches[0]]:
+        twice.add(parsed)
+    assert (
+        twice.summary()["standard_errors"]["stale_share_of_expired"] != se["stale_share_of_expired"]
+    )

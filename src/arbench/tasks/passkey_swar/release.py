@@ -9,6 +9,7 @@ per generated split, written last, so a split is complete once its sidecar exist
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import sys
@@ -44,6 +45,11 @@ STAT_KEYS = (
     "expired",
     "stale_share_of_expired",
 )
+
+# the per-example products the standard errors need: t tokens, q queries, v valid, e expired,
+# s stale answers of one example
+MOMENT_KEYS = ("tt", "qq", "vv", "qv", "ee", "qe", "ss", "es")
+SE_KEYS = ("mean_length", "queries_per_example", "valid", "expired", "stale_share_of_expired")
 
 Progress = Callable[[str], None] | None
 
@@ -83,6 +89,8 @@ class SplitStats:
         self.gap = np.zeros(GAP_CAP + 1, dtype=np.int64)
         self.valid_age = np.zeros(w + 1, dtype=np.int64)
         self.stale_age: dict[int, int] = {}  # upper bound 2^k of bucket (2^(k-1), 2^k]
+        # per-example sums of squares and products, for each statistic's standard error
+        self.moments: dict[str, float] = dict.fromkeys(MOMENT_KEYS, 0.0)
 
     def add(self, parsed: oracle.Parsed) -> None:
         """Fold one parsed batch in."""
@@ -95,6 +103,7 @@ class SplitStats:
         self.expired += int(null.sum())
         stale = null & (parsed.q_age > 0)
         self.stale += int(stale.sum())
+        self._add_moments(parsed, null, stale)
         self.gap += np.bincount(np.minimum(parsed.q_gap, GAP_CAP), minlength=GAP_CAP + 1)
         va = parsed.q_age[~null & (parsed.q_age > 0)]
         self.valid_age += np.bincount(np.minimum(va, w), minlength=w + 1)
@@ -112,6 +121,48 @@ class SplitStats:
         self.rewrite_beyond += int((re > 2 * w).sum())
         self.rewrite_interval_sum += int(re.sum())
 
+    def _add_moments(self, parsed: oracle.Parsed, null: np.ndarray, stale: np.ndarray) -> None:
+        """Fold in each example's tokens, queries, valid, expired and stale answers."""
+        n = parsed.n_examples
+        per = {
+            "t": parsed.lengths.astype(float),
+            "q": np.bincount(parsed.q_row, minlength=n).astype(float),
+            "v": np.bincount(parsed.q_row, ~null & (parsed.q_expected >= 0), n).astype(float),
+            "e": np.bincount(parsed.q_row, null, minlength=n).astype(float),
+            "s": np.bincount(parsed.q_row, stale, minlength=n).astype(float),
+        }
+        for key in MOMENT_KEYS:
+            a, b = key
+            self.moments[key] += float(np.dot(per[a], per[b]))
+
+    def standard_errors(self) -> dict[str, float]:
+        """Each card statistic's standard error over examples: a mean's s/sqrt(n), a share's
+        by linearising the ratio of per-example sums (the examples are the sampling unit;
+        queries of one example are not independent). 0.0 where n < 2."""
+        n, m = self.examples, self.moments
+        if n < 2:
+            return dict.fromkeys(SE_KEYS, 0.0)
+
+        def mean_se(total: float, sq: float) -> float:
+            var = max(sq - total * total / n, 0.0) / (n - 1)
+            return math.sqrt(var / n)
+
+        def ratio_se(y: str, x: str, ys: float, xs: float) -> float:
+            if xs <= 0:
+                return 0.0
+            r = ys / xs
+            cross = m[x + y] if x + y in m else m[y + x]
+            sq = m[y + y] - 2 * r * cross + r * r * m[x + x]
+            return math.sqrt(max(sq, 0.0) / (n * (n - 1))) / (xs / n)
+
+        return {
+            "mean_length": mean_se(self.tokens, m["tt"]),
+            "queries_per_example": mean_se(self.queries, m["qq"]),
+            "valid": ratio_se("v", "q", self.valid, self.queries),
+            "expired": ratio_se("e", "q", self.expired, self.queries),
+            "stale_share_of_expired": ratio_se("s", "e", self.stale, self.expired),
+        }
+
     def summary(self) -> dict[str, Any]:
         """The card's columns plus histograms, JSON-ready."""
         ex, q = max(self.examples, 1), max(self.queries, 1)
@@ -123,6 +174,7 @@ class SplitStats:
             "valid": self.valid / q,
             "expired": self.expired / q,
             "stale_share_of_expired": self.stale / max(self.expired, 1),
+            "standard_errors": self.standard_errors(),
             "counts": {
                 "tokens": self.tokens,
                 "queries": self.queries,
