@@ -100,3 +100,35 @@ def test_an_arm_is_described_by_its_curriculum() -> None:
     assert describe_arm({"cell": "delta_rule", "train": {"curriculum": None}}).endswith(
         "no curriculum"
     )
+
+
+def test_an_arm_is_chance_by_the_binomial_test_where_its_answers_are_counted(
+    bars_experiment, bars_evals
+) -> None:
+    """An arm whose evaluation counts its answers is chance unless the one-sided binomial
+    test puts it above the strongest no-binding floor: 0.40 on 200 answers per seed against
+    this task's best no-binding 0.32 is off chance, 0.33 is not, though both are far above
+    the 1/20 value floor; without counts the threshold rule stays."""
+    counted = []
+    for e in bars_evals:
+        acc = 0.33 if e["arm"] == "plain" else 0.40
+        counted.append(
+            {
+                **e,
+                "scores": {
+                    **e["scores"],
+                    "accuracy": acc,
+                    "correct": round(acc * 200),
+                    "supervised": 200,
+                },
+            }
+        )
+    stats = experiment_stats("x", bars_experiment, counted, "demo", "bars")
+    armed, plain = stats["arms"]["armed"], stats["arms"]["plain"]
+    assert armed["chance_test"]["rule"] == "binomial" and not armed["chance"]
+    assert armed["chance_test"]["answers"] == 1000 and armed["chance_test"]["p"] < 1e-3
+    assert plain["chance"] and plain["chance_test"]["p"] > 1e-3
+    assert stats["contrasts"][0]["b_chance"] and not stats["contrasts"][0]["a_chance"]
+    bare = experiment_stats("x", bars_experiment, bars_evals, "demo", "bars")
+    assert bare["arms"]["plain"]["chance_test"]["rule"] == "threshold"
+    assert bare["chance_rules"] == ["threshold"] and stats["chance_rules"] == ["binomial"]
