@@ -33,6 +33,7 @@ from arbench.report.claims.paths import (
     scale_reason,
     seeds_of,
 )
+from arbench.report.claims.plan_check import check_against_plan
 from arbench.report.claims.render import (
     KINDS,
     count_line,
@@ -94,6 +95,7 @@ __all__ = [
     "Result",
     "Step",
     "causal_key",
+    "check_against_plan",
     "claim_kind",
     "count_line",
     "counts",
@@ -129,7 +131,9 @@ def planned_stats(claims: ClaimsFile, plan: Any) -> dict[str, str | None]:
     """Claim id -> the stats file (relative to the results root) that this config produces
     for it, or None when it produces none: the experiment is not in the config (a top-level
     config block such as ``score_variance`` counts: its rule writes ``stats/<block>.json``),
-    or the release or its file is not planned."""
+    or the release or its file is not planned. A claim naming what the config does not have
+    at all fails here, before any job (`plan_check`)."""
+    check_against_plan(claims, plan)
     out: dict[str, str | None] = {}
     for c in claims.claims:
         out[c.id] = _planned(c, plan)
