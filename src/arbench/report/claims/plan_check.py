@@ -37,9 +37,7 @@ def _check_one(c: Claim, prefix: str, plan: Any, known: set[str]) -> None:
     exp = plan.experiments.get(name)
     if exp is None:
         block = plan.cfg.get(name)
-        top_level = name not in ("experiments", "releases", "scales") and isinstance(
-            block, Mapping
-        )
+        top_level = name not in ("experiments", "releases", "scales") and isinstance(block, Mapping)
         if not top_level and name not in known:
             raise ClaimError(
                 f"{where}experiment: no experiment {name!r} in the config "
