@@ -132,3 +132,25 @@ def test_an_arm_is_chance_by_the_binomial_test_where_its_answers_are_counted(
     bare = experiment_stats("x", bars_experiment, bars_evals, "demo", "bars")
     assert bare["arms"]["plain"]["chance_test"]["rule"] == "threshold"
     assert bare["chance_rules"] == ["threshold"] and stats["chance_rules"] == ["binomial"]
+
+
+def test_the_paper_rebinding_control_is_tested_against_its_binder_floor(
+    bars_experiment, bars_evals
+) -> None:
+    """On the paper's rebinding control (values deranged, scored against the original answer)
+    a binder falls to 1/V: the rebinding block tests the pooled control answers against that
+    floor (binomial), so 0.04 on 2,048 answers a seed is at it and 0.12 is above it."""
+    exp = {**bars_experiment, "task": {"name": "paper_mqar", "pairs": 32}}
+    evals = []
+    for e in bars_evals:
+        rebound = 0.12 if e["arm"] == "plain" else 0.04
+        scores = {"accuracy": 0.9, "correct": 1843, "supervised": 2048}
+        evals.append({**e, "scores": {**scores, "rebinding_accuracy": rebound}})
+    stats = experiment_stats("x", exp, evals, "demo", "bars")
+    armed = stats["arms"]["armed"]["rebinding"]
+    plain = stats["arms"]["plain"]["rebinding"]
+    assert armed["chance_test"]["rule"] == "binomial"
+    assert armed["chance_test"]["floor"] == pytest.approx(1 / 26)
+    assert armed["chance_test"]["answers"] == 5 * 2048
+    assert armed["chance"] and armed["chance_test"]["p"] > 1e-3
+    assert not plain["chance"] and plain["chance_test"]["p"] < 1e-3

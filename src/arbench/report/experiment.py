@@ -219,9 +219,31 @@ def _arm_summary(
         summary["rebinding"] = {
             **describe(rebound, rng=np.random.default_rng(500 + index)),
             "scores": rebound,
-            "chance": bool(np.mean(rebound) < chance_below),
+            **_rebinding_floor_test(runs, rebound, floors, chance_below),
         }
     return summary
+
+
+def _rebinding_floor_test(
+    runs: list[dict[str, Any]], rebound: list[float], floors: dict[str, float], below: float
+) -> dict[str, Any]:
+    """Whether the rebinding control sits at its floor: where the task names the score of a
+    perfect binder on the control (``rebound_binder``: the paper's control, scored against
+    the original answer), a one-sided binomial test of the pooled control answers against
+    it (`chance.off_chance`; the control scores as many answers as the held-out set);
+    elsewhere the threshold rule. ``chance`` true: not above the floor."""
+    counted = all(isinstance(e["scores"].get("supervised"), int) for e in runs)
+    if "rebound_binder" not in floors or not counted:
+        return {"chance": bool(np.mean(rebound) < below)}
+    answers = [
+        {
+            "correct": round(r * e["scores"]["supervised"]),
+            "supervised": e["scores"]["supervised"],
+        }
+        for r, e in zip(rebound, runs, strict=True)
+    ]
+    test = chance.off_chance(answers, {"best_no_binding": floors["rebound_binder"]})
+    return {"chance": not test["off_chance"], "chance_test": test}
 
 
 def _contrast(
