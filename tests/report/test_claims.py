@@ -549,7 +549,25 @@ def test_a_broken_yaml_file_fails_in_one_line(tmp_path: Path) -> None:
     path.write_text("claims:\n  - id: x\n    claim: a: b: c\n")
     with pytest.raises(C.ClaimError) as err:
         C.load_claims(path)
-    assert "\n" not in str(err.value) and "claims.yaml: not valid YAML" in str(err.value)
+    message = str(err.value)
+    assert "\n" not in message and "<unicode string>" not in message
+    assert message.startswith("claims.yaml line 3, column 13: not valid YAML")
+
+
+def test_a_key_given_twice_fails_naming_its_line(tmp_path: Path) -> None:
+    # PyYAML kept the later source_value, and the claim was tested against it silently
+    entry = yaml.safe_dump({"sources": ["the paper summary"], "claims": [claim()]})
+    assert entry.count("  source_value: 0.7\n") == 1
+    path = tmp_path / "claims.yaml"
+    path.write_text(
+        entry.replace("  source_value: 0.7\n", "  source_value: 0.7\n  source_value: 0.9\n")
+    )
+    line = entry[: entry.index("  source_value: 0.7")].count("\n") + 2
+    with pytest.raises(C.ClaimError) as err:
+        C.load_claims(path)
+    message = str(err.value)
+    assert "\n" not in message
+    assert message.startswith(f"claims.yaml line {line}: key claims[0].source_value is set twice")
 
 
 # ------------------------------------------------------------------ rendering

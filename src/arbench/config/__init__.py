@@ -14,8 +14,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from arbench import frontier_arms
 from arbench.config.errors import ConfigError
 from arbench.config.loading import StrictLoader, dealias, load_yaml, read_config
@@ -119,6 +117,8 @@ def resolve(config: dict[str, Any]) -> dict[str, Any]:
 
 def load(path: str | Path = ROOT / "config.yaml", **overrides: Any) -> dict[str, Any]:
     """Read a YAML config, apply top-level overrides (e.g. scale) and resolve it."""
-    raw = yaml.safe_load(Path(path).read_text())
+    raw = load_yaml(path)
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the config must be a mapping, got {type(raw).__name__}")
     raw.update(overrides)
     return resolve(raw)

@@ -1,76 +1,29 @@
 """Read config files strictly, as the workflow merges them.
 
-Config files are read through `StrictLoader` (`load_yaml`, `read_config`): a key repeated in
-one mapping is an error naming both lines (PyYAML keeps the last silently), and ``3e-3`` is
-a number (YAML 1.1 reads it as a string).
+Config files are read through `arbench.strict_yaml` (`load_yaml`, `read_config`), as every
+YAML input of the project is: a key repeated in one mapping is an error naming both lines
+(PyYAML keeps the last silently), a syntax error names the file and line, and ``3e-3`` is a
+number (YAML 1.1 reads it as a string).
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from arbench import strict_yaml
 from arbench.config.errors import ConfigError
-
-# YAML 1.2's floats that YAML 1.1 (PyYAML) reads as strings: an exponent without a dot
-# (3e-3, 1E+5) or with a dot but an unsigned exponent (1.0e5)
-_FLOAT_12 = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$")
-
-
-class StrictLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, reading YAML 1.2 floats such as ``3e-3`` as numbers. Use it
-    through `load_yaml`, which also rejects a key repeated within one mapping."""
-
-
-StrictLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_12, list("-+0123456789."))
-
-
-def _check_duplicates(node: yaml.Node, source: str, where: str, seen: set[int]) -> None:
-    """Raise on a key set twice in one mapping of the composed YAML ``node`` (merge keys
-    ``<<`` aside: a key after a merge overrides the merged one on purpose)."""
-    if id(node) in seen:  # an alias: checked where its anchor is
-        return
-    seen.add(id(node))
-    if isinstance(node, yaml.MappingNode):
-        first: dict[str, int] = {}
-        for key_node, value_node in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                _check_duplicates(value_node, source, where, seen)
-                continue
-            key = str(key_node.value) if isinstance(key_node, yaml.ScalarNode) else "<key>"
-            here = f"{where}.{key}" if where else key
-            line = key_node.start_mark.line + 1
-            if key in first:
-                raise ConfigError(
-                    f"{source} line {line}: key {here} is set twice (first on line "
-                    f"{first[key]}); a key may appear once per mapping (the later one would "
-                    "silently replace the earlier)"
-                )
-            first[key] = line
-            _check_duplicates(value_node, source, here, seen)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            _check_duplicates(item, source, f"{where}[{i}]", seen)
+from arbench.strict_yaml import StrictLoader
 
 
 def load_yaml(path: str | Path) -> Any:
-    """A YAML file read through `StrictLoader`; a repeated key fails naming path and lines."""
-    loader = StrictLoader(Path(path).read_text())
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            return None
-        _check_duplicates(node, str(path), "", set())
-        return loader.construct_document(node)
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from None
-    finally:
-        loader.dispose()
+    """A config file read strictly (`arbench.strict_yaml.load`): a repeated key or a syntax
+    error is a `ConfigError` naming the path and the line."""
+    return strict_yaml.load(path, ConfigError)
 
 
 def _unshare(value: Any) -> Any:

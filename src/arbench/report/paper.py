@@ -19,8 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import yaml
-
+from arbench import strict_yaml
 from arbench.report.claims import tex_text
 from arbench.report.layouts import caption as layout_caption
 from arbench.report.tables import latex_escape
@@ -41,7 +40,7 @@ def load_captions(path: str | Path) -> dict[str, Any]:
     """``figures`` (a figure's path under the results root, without its extension -> its
     caption) and ``titles`` (a table's or figure's path outside the experiments -> its name in
     the contents); an experiment's figure is captioned by its layout (`layout_caption`)."""
-    doc = yaml.safe_load(Path(path).read_text()) or {}
+    doc = strict_yaml.load(path) or {}  # a repeated key or a syntax error names the line
     return {k: doc.get(k, {}) for k in ("figures", "titles")}
 
 

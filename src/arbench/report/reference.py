@@ -9,6 +9,9 @@ paper's mean and range and each toggle beside the paper's. An arm on a task sett
 own (an arm-level ``task`` block) is not the set's and gets none, unless the set declares
 that very setting for that arm (``task_by_arm``). In an experiment with a grid, a set may name
 each run arm (``armed-depth4``) to give every grid value its own seeds.
+
+A file is read strictly (`arbench.strict_yaml`: a seed listed twice or a syntax error fails
+naming the file and line).
 """
 
 from __future__ import annotations
@@ -19,19 +22,25 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
+
+from arbench import strict_yaml
+
+
+class ReferenceFileError(ValueError):
+    """A reference file problem, in one line naming the file and the line of a YAML error."""
 
 
 @functools.lru_cache(maxsize=16)
 def _read(path: str, mtime_ns: int) -> dict[str, Any]:
-    """A reference file's YAML, parsed once per version (the planner checks every scale)."""
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return yaml.load(Path(path).read_text(), Loader=loader) or {}
+    """A reference file's YAML, read strictly (a repeated key or a syntax error names the
+    file and line), once per version (the planner checks every scale)."""
+    return strict_yaml.load(path, ReferenceFileError) or {}
 
 
 def load_set(path: str | Path, name: str) -> dict[str, Any]:
     """One set of a reference file, with the file's provenance (repository, commit, file
-    pattern); a missing set fails naming the file and the sets it has."""
+    pattern); a missing set fails naming the file and the sets it has (`KeyError`), a bad
+    file naming the file and line (`ReferenceFileError`)."""
     data = copy.deepcopy(_read(str(path), Path(path).stat().st_mtime_ns))
     sets = data.get("sets") or {}
     if name not in sets:

@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from arbench import strict_yaml
 from arbench.report.claims.paths import parse_path
 
 RULES = {
@@ -495,10 +494,7 @@ def _parse_claim(entry: Any, index: int, alpha: float, sources: Sequence[str], w
 def load_claims(path: str | Path) -> ClaimsFile:
     """Read and validate a claims file."""
     path = Path(path)
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        raise ClaimError(f"{path.name}: not valid YAML: {' '.join(str(err).split())}") from None
+    doc = strict_yaml.load(path, ClaimError, name=path.name)  # a repeated key, a syntax error
     return parse_claims(doc, where=path.name)
 
 
