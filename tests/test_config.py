@@ -719,3 +719,48 @@ def test_the_demo_keeps_the_factorial_runs_of_the_study_scale() -> None:
         b = {r.name: r.identity for r in experiment.runs_of(name, study[name])}
         assert a == b and demo[name]["seeds"] == study[name]["seeds"] == 4
         assert demo[name]["eval"] == study[name]["eval"]
+
+
+# ------------------------------------------------------------------ the reference files
+
+_REF_ROW = "      armed_gdn: {0: 0.978515625, 1: 1.0,"
+
+
+def _with_reference(tmp_path: Path, edit) -> dict:
+    """The config with paper_mqar's reference file replaced by an edited copy."""
+    text = (ROOT / "references" / "paper_code_results.yaml").read_text()
+    assert _REF_ROW in text
+    path = tmp_path / "ref.yaml"
+    path.write_text(edit(text))
+    return _edited(lambda c: c["experiments"]["paper_mqar"]["reference"].update(file=str(path)))
+
+
+@pytest.mark.parametrize(
+    ("row", "needle"),
+    [
+        (  # passed planning and failed in the stats job: could not convert string to float
+            "      armed_gdn: {0: 0.9x, 1: 1.0,",
+            "ref.yaml: set table1_k32, arm armed_gdn (arms), seed 0: '0.9x' is not a number",
+        ),
+        (  # PyYAML kept the later value: the set's mean moved silently
+            "      armed_gdn: {0: 0.978515625, 1: 1.0, 0: 0.1,",
+            "ref.yaml line {line}: key sets.table1_k32.arms.armed_gdn.0 is set twice",
+        ),
+        (  # a ParserError "in <unicode string>" over several lines
+            "      armed_gdn: {0: 0.978515625, 1: [1.0,",
+            "ref.yaml line {line}, column {column}: not valid YAML: expected ',' or ']'",
+        ),
+    ],
+)
+def test_a_bad_reference_file_fails_planning_naming_where(
+    tmp_path: Path, row: str, needle: str
+) -> None:
+    text = (ROOT / "references" / "paper_code_results.yaml").read_text()
+    line = text[: text.index(_REF_ROW)].count("\n") + 1
+    # the flow sequence left open ends at the mapping's closing brace
+    column = text.splitlines()[line - 1].replace(_REF_ROW, row).index("}") + 1
+    cfg = _with_reference(tmp_path, lambda text: text.replace(_REF_ROW, row, 1))
+    message = _error(cfg)
+    where = f"experiments.paper_mqar.reference.file: {tmp_path}/"
+    assert message.startswith(where + needle.format(line=line, column=column)), message
+    assert "<unicode string>" not in message

@@ -9,11 +9,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from arbench import strict_yaml
 from arbench.report.experiment import experiment_stats
 from arbench.report.figures import bars_with_seeds
-from arbench.report.reference import load_set, summarise
+from arbench.report.reference import ReferenceFileError, check_reference, load_set, summarise
 from arbench.report.tables import TEMPLATES, render
 
+ROOT = Path(__file__).resolve().parents[2]
 SET = {
     "description": "a toy set",
     "folder": "results/probe",
@@ -154,3 +156,75 @@ def test_a_set_naming_run_arms_gives_each_grid_value_its_own_seeds(
     by_value = {c["value"]: c for c in stats["contrasts"]}
     assert by_value[2]["reference_diff"] == pytest.approx(0.95 - 0.2)
     assert "reference_diff" not in by_value[4]
+
+
+# ------------------------------------------------------------------ a bad reference file
+
+_ROW = "      armed: {0: 0.99, 1: 0.97, 2: 0.5}\n"
+_FILE = (
+    "repository: owner/repo\nsets:\n  toy:\n    field: eval_accuracy\n    arms:\n"
+    + _ROW
+    + "      plain: {0: 0.2, 1: 0.85}\n    rebind:\n      armed: {0: 0.03, 1: 0.04}\n"
+)
+
+
+def _written(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "ref.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_a_seed_listed_twice_fails_naming_the_file_line_and_key(tmp_path: Path) -> None:
+    # PyYAML kept the later 0.1 and moved the set's mean without a word
+    path = _written(tmp_path, _FILE.replace(_ROW, "      armed: {0: 0.99, 1: 0.97, 0: 0.1}\n"))
+    with pytest.raises(ReferenceFileError) as err:
+        load_set(path, "toy")
+    message = str(err.value)
+    assert "\n" not in message
+    assert message.startswith(f"{path} line 6: key sets.toy.arms.armed.0 is set twice")
+
+
+def test_a_syntax_error_names_the_file_and_line(tmp_path: Path) -> None:
+    path = _written(tmp_path, _FILE.replace(_ROW, "      armed: {0: 0.99, 1: [0.97}\n"))
+    with pytest.raises(ReferenceFileError) as err:
+        load_set(path, "toy")
+    message = str(err.value)
+    assert "\n" not in message and "<unicode string>" not in message
+    assert message.startswith(f"{path} line 6, column ") and "not valid YAML" in message
+
+
+@pytest.mark.parametrize(
+    ("row", "needle"),
+    [
+        ("{0: 0.9x, 1: 0.97}", "set toy, arm armed (arms), seed 0: '0.9x' is not a number"),
+        (
+            "{0: 0.99, 1: 1.5}",
+            "set toy, arm armed (arms), seed 1: 1.5 is not an accuracy in [0, 1]",
+        ),
+        ("{0: 0.99, 1: .nan}", "set toy, arm armed (arms), seed 1: nan is not an accuracy"),
+        ("{0: true}", "set toy, arm armed (arms), seed 0: True is not a number"),
+        ("{0: null}", "set toy, arm armed (arms), seed 0: None is not a number"),
+        ("{seed0: 0.9}", "set toy, arm armed (arms), seed 'seed0': a seed is a whole number"),
+        ("{-1: 0.9}", "set toy, arm armed (arms), seed -1: a seed is a whole number >= 0"),
+        ("0.9", "set toy, arm armed (arms): expected a mapping of seed -> score, got 0.9"),
+    ],
+)
+def test_a_bad_score_fails_naming_the_file_set_arm_and_seed(
+    tmp_path: Path, row: str, needle: str
+) -> None:
+    path = _written(tmp_path, _FILE.replace(_ROW, f"      armed: {row}\n"))
+    with pytest.raises(ReferenceFileError) as err:
+        load_set(path, "toy")
+    assert "\n" not in str(err.value) and str(err.value).startswith(f"{path}: {needle}")
+
+
+def test_the_rebinding_scores_are_checked_too(tmp_path: Path) -> None:
+    path = _written(tmp_path, _FILE.replace("{0: 0.03, 1: 0.04}", "{0: 0.03, 1: 4%}"))
+    with pytest.raises(ReferenceFileError, match=r"set toy, arm armed \(rebind\), seed 1: '4%'"):
+        load_set(path, "toy")
+    assert load_set(_written(tmp_path, _FILE), "toy")["rebind"] == {"armed": {0: 0.03, 1: 0.04}}
+
+
+def test_the_papers_reference_file_is_valid() -> None:
+    path = ROOT / "references" / "paper_code_results.yaml"
+    assert check_reference(strict_yaml.load(path), str(path))["sets"]

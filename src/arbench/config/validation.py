@@ -586,10 +586,11 @@ def _check_warm_start(where: str, run: Run, cfg: dict[str, Any]) -> None:
 
 
 def _check_source_results(where: str, exp: dict[str, Any]) -> None:
-    """An experiment's ``reference`` names a file that exists and a set of it that shares at
+    """An experiment's ``reference`` names a file that exists, reads strictly and holds only
+    valid scores (`arbench.report.reference.check_reference`), and a set of it that shares at
     least one arm or run arm name with the experiment (what its table puts side by side)."""
     from arbench.experiment import runs_of
-    from arbench.report.reference import load_set
+    from arbench.report.reference import ReferenceFileError, load_set
 
     ref = exp.get("reference")
     if not ref:
@@ -602,6 +603,8 @@ def _check_source_results(where: str, exp: dict[str, Any]) -> None:
         entry = load_set(path, ref["set"])
     except KeyError as e:
         raise ConfigError(f"{where}.reference.set: {e.args[0]}") from None
+    except ReferenceFileError as e:
+        raise ConfigError(f"{where}.reference.file: {e}") from None
     if not set(entry.get("arms") or {}) & {*exp["arms"], *(r.name for r in runs_of("", exp))}:
         raise ConfigError(
             f"{where}.reference.set: {ref['set']!r} has none of the experiment's arms "

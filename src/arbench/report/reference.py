@@ -11,7 +11,9 @@ that very setting for that arm (``task_by_arm``). In an experiment with a grid, 
 each run arm (``armed-depth4``) to give every grid value its own seeds.
 
 A file is read strictly (`arbench.strict_yaml`: a seed listed twice or a syntax error fails
-naming the file and line).
+naming the file and line) and validated whole when first read (`check_reference`: every
+score a number in [0, 1] under a whole-number seed), which the config's validation does
+while planning, so a bad value fails before any job, naming the file, set, arm and seed.
 """
 
 from __future__ import annotations
@@ -25,22 +27,74 @@ import numpy as np
 
 from arbench import strict_yaml
 
+# the per-seed score maps of a set that stats reads: held-out accuracy, and the rebinding
+# control where the source records one
+SCORE_MAPS = ("arms", "rebind")
+
 
 class ReferenceFileError(ValueError):
-    """A reference file problem, in one line naming the file and the line of a YAML error."""
+    """A reference file problem, in one line naming the file (and the line of a YAML error,
+    or the set, arm and seed of a bad value)."""
+
+
+def check_reference(doc: Any, path: str) -> dict[str, Any]:
+    """A reference file's document, validated: ``sets`` maps each set's name to a mapping
+    whose ``arms`` (and ``rebind``, where present) map each arm to ``{seed: accuracy}``, every
+    seed a whole number >= 0 and every accuracy a number in [0, 1]; else `ReferenceFileError`
+    naming the file, set, arm and seed."""
+    if not isinstance(doc, dict):
+        raise ReferenceFileError(f"{path}: expected a mapping with a sets: key")
+    sets = doc.get("sets")
+    if not isinstance(sets, dict) or not sets:
+        raise ReferenceFileError(f"{path}: sets: expected a mapping of set names to sets")
+    for name, entry in sets.items():
+        if not isinstance(entry, dict):
+            raise ReferenceFileError(f"{path}: set {name}: expected a mapping, got {entry!r:.40}")
+        if "arms" not in entry:
+            raise ReferenceFileError(f"{path}: set {name}: arms: missing (arm -> seed -> score)")
+        for block in SCORE_MAPS:
+            if block not in entry:
+                continue
+            arms = entry[block]
+            if not isinstance(arms, dict) or not arms:
+                raise ReferenceFileError(
+                    f"{path}: set {name}: {block}: expected a mapping of arm -> seed -> score"
+                )
+            for arm, scores in arms.items():
+                at = f"{path}: set {name}, arm {arm} ({block})"
+                if not isinstance(scores, dict) or not scores:
+                    raise ReferenceFileError(
+                        f"{at}: expected a mapping of seed -> score, got {scores!r:.40}"
+                    )
+                for seed, value in scores.items():
+                    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+                        raise ReferenceFileError(
+                            f"{at}, seed {seed!r}: a seed is a whole number >= 0, unquoted"
+                        )
+                    if isinstance(value, bool) or not isinstance(value, int | float):
+                        raise ReferenceFileError(
+                            f"{at}, seed {seed}: {value!r} is not a number (an accuracy in "
+                            "[0, 1], as the source's result file stores it)"
+                        )
+                    if not 0 <= value <= 1:
+                        raise ReferenceFileError(
+                            f"{at}, seed {seed}: {value!r} is not an accuracy in [0, 1]"
+                        )
+    return doc
 
 
 @functools.lru_cache(maxsize=16)
 def _read(path: str, mtime_ns: int) -> dict[str, Any]:
     """A reference file's YAML, read strictly (a repeated key or a syntax error names the
-    file and line), once per version (the planner checks every scale)."""
-    return strict_yaml.load(path, ReferenceFileError) or {}
+    file and line) and validated (`check_reference`), once per version (the planner checks
+    every scale)."""
+    return check_reference(strict_yaml.load(path, ReferenceFileError), path)
 
 
 def load_set(path: str | Path, name: str) -> dict[str, Any]:
     """One set of a reference file, with the file's provenance (repository, commit, file
     pattern); a missing set fails naming the file and the sets it has (`KeyError`), a bad
-    file naming the file and line (`ReferenceFileError`)."""
+    file or value naming the file and where (`ReferenceFileError`)."""
     data = copy.deepcopy(_read(str(path), Path(path).stat().st_mtime_ns))
     sets = data.get("sets") or {}
     if name not in sets:
