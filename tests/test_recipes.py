@@ -117,3 +117,61 @@ def test_a_bad_recipe_fails_naming_the_key(edit, needle: str) -> None:
     edit(raw)
     with pytest.raises(config.ConfigError, match=re.escape(needle)):
         config.resolve(raw)
+
+
+def _message(edit) -> str:
+    raw = copy.deepcopy(RAW)
+    edit(raw)
+    with pytest.raises(config.ConfigError) as err:
+        config.resolve(raw)
+    assert "\n" not in str(err.value)
+    return str(err.value)
+
+
+def test_a_top_level_recipe_typo_names_the_top_level_key() -> None:
+    # reported as experiments.paper_mqar.recipe, a key the config does not have
+    message = _message(lambda c: c.update(recipe="papr"))
+    assert message == "recipe: unknown recipe 'papr'; known: ['causal', 'paper']"
+
+    # even where every experiment names its own
+    def every_own(c: dict) -> None:
+        c.update(recipe="papr")
+        for exp in c["experiments"].values():
+            exp.setdefault("recipe", "paper")
+
+    assert _message(every_own).startswith("recipe: unknown recipe 'papr'")
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (  # reported under the first experiment checked that runs under the recipe
+            lambda c: c["recipes"]["paper"]["train"].update(lrr=1.0),
+            "config key recipes.paper.train.lrr: unknown key; allowed: ['batch'",
+        ),
+        (
+            lambda c: c["recipes"]["paper"]["train"].update(steps=0),
+            "config key recipes.paper.train.steps: 0 is less than the minimum of 1",
+        ),
+        (
+            lambda c: c["recipes"]["paper"]["model"].update(family="nope"),
+            "config key recipes.paper.model.family: 'nope' is not one of",
+        ),
+    ],
+)
+def test_a_bad_preset_value_is_reported_under_its_recipe(edit, message: str) -> None:
+    got = _message(edit)
+    assert got.startswith(message), got
+    assert "experiments." not in got
+
+
+def test_a_preset_setting_a_task_rejects_names_the_preset_too() -> None:
+    got = _message(lambda c: c["recipes"]["paper"].update(task={"paris": 3}))
+    assert got.startswith("experiments.paper_mqar.task.paris: not a setting of task 'paper_mqar'")
+    assert got.endswith("(set by recipes.paper.task.paris; paper_mqar runs under recipe 'paper')")
+
+    # an experiment's own setting is its own: no preset named
+    def own(c: dict) -> None:
+        c["experiments"]["paper_mqar"]["task"]["paris"] = 3
+
+    assert "recipes.paper" not in _message(own)

@@ -19,6 +19,7 @@ from arbench.config.errors import ConfigError
 from arbench.config.loading import StrictLoader, dealias, load_yaml, read_config
 from arbench.config.paths import ROOT
 from arbench.config.recipes import expand as expand_recipes
+from arbench.config.recipes import origin as recipe_origin
 from arbench.config.recipes import stamp as stamp_recipes
 from arbench.config.scales import apply_scale, drop_arms, mark_path_only
 from arbench.config.validation import (
@@ -27,6 +28,7 @@ from arbench.config.validation import (
     semantic_checks,
     skip_unavailable,
     validate,
+    validate_recipes,
 )
 from arbench.config.validation import _check_release as check_release
 
@@ -101,8 +103,18 @@ def _other_scale_error(raw: str, scale: str) -> str | None:
 
 def resolve(config: dict[str, Any]) -> dict[str, Any]:
     """Validate the raw config, apply its scale, and check the result; then check that every
-    other scale's rewrites resolve too (an error names that scale)."""
-    config = expand_recipes(dealias(config))
+    other scale's rewrites resolve too (an error names that scale). An error on a setting
+    only a recipe's preset gives names that preset too (`recipes.origin`)."""
+    written = dealias(config)
+    validate_recipes(written)  # a preset's error names the preset, before it is merged
+    try:
+        return _resolve_expanded(expand_recipes(written))
+    except ConfigError as e:
+        raise ConfigError(recipe_origin(str(e), written)) from None
+
+
+def _resolve_expanded(config: dict[str, Any]) -> dict[str, Any]:
+    """`resolve` after the recipes are merged."""
     validate(config)
     cfg = _resolve_scale(config)
     raw = json.dumps(config, sort_keys=True)

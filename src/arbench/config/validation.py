@@ -691,6 +691,26 @@ def _schema() -> dict[str, Any]:
     return json.loads(SCHEMA.read_text())
 
 
+def validate_recipes(cfg: dict[str, Any]) -> None:
+    """The ``recipe`` and ``recipes`` keys of a raw config, checked before any experiment is
+    merged over a preset (`arbench.config.recipes.expand`): a preset's bad key or value fails
+    naming ``recipes.<name>.<block>.<key>``, not the first experiment that runs under it."""
+    from arbench.config.recipes import check_names
+
+    check_names(cfg)
+    root = _schema()
+    keys = ("recipe", "recipes")
+    schema = {
+        "$defs": root["$defs"],
+        "type": "object",
+        "properties": {k: root["properties"][k] for k in keys},
+    }
+    part = {k: cfg[k] for k in keys if k in cfg}
+    err = _schema_error(list(jsonschema.Draft202012Validator(schema).iter_errors(part)))
+    if err:
+        raise err
+
+
 def validate(cfg: dict[str, Any]) -> None:
     """Schema-validate a raw config, naming the failing key path and allowed values."""
     err = _schema_error(list(jsonschema.Draft202012Validator(_schema()).iter_errors(cfg)))
