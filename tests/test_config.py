@@ -764,3 +764,49 @@ def test_a_bad_reference_file_fails_planning_naming_where(
     where = f"experiments.paper_mqar.reference.file: {tmp_path}/"
     assert message.startswith(where + needle.format(line=line, column=column)), message
     assert "<unicode string>" not in message
+
+
+# ------------------------------------------------------------------ seeds, drops, scales
+
+
+@pytest.mark.parametrize(
+    ("seeds", "message"),
+    [
+        (0, "config key experiments.factorial.seeds: 0 is less than the minimum of 1 (seeds"),
+        (
+            {"default": 0},
+            "config key experiments.factorial.seeds.default: 0 is less than the minimum of 1",
+        ),
+        ("4", "config key experiments.factorial.seeds: '4' is not valid under any of the given"),
+    ],
+)
+def test_a_bad_seed_count_names_what_is_wrong(seeds, message: str) -> None:
+    got = _error(_edited(lambda c: c["experiments"]["factorial"].update(seeds=seeds)))
+    assert got.startswith(message), got
+    assert "seeds per arm: a number for every arm, or a mapping" in got
+    assert "write the number unquoted" in got or seeds != "4"
+
+
+def test_dropping_an_arm_a_seeds_map_names_drops_its_count_too() -> None:
+    # paper_wall gives end_only its own count; dropping it used to fail as a seeds typo
+    raw = _edited(lambda c: c["scales"].update(paper={"drop_arms": {"paper_wall": ["end_only"]}}))
+    exp = config.resolve(raw | {"scale": "paper"})["experiments"]["paper_wall"]
+    assert "end_only" not in exp["arms"] and "end_only" in exp["skipped"]["arms"]
+    assert exp["seeds"] == {"default": 10}
+    assert RAW["experiments"]["paper_wall"]["seeds"] == {"default": 10, "end_only": 5}
+
+
+def test_an_error_of_the_config_as_written_carries_no_scale_prefix() -> None:
+    # smoke replaces the grid, so only the paper re-check sees the base config's [4, 4]; the
+    # paper scale rewrites nothing, so the error is the config's, not scales.paper's
+    cfg = _edited(lambda c: c["experiments"]["capacity"]["grid"].update(values=[4, 4]))
+    message = _error(cfg | {"scale": "smoke"})
+    assert message.startswith("experiments.capacity.grid.values: [4, 4] repeats a value (in the")
+    assert "scales.paper" not in message
+    assert "which scale paper runs unchanged; found while planning scale smoke" in message
+    # a scale with rewrites is still named
+    cfg["experiments"]["capacity"]["grid"]["values"] = [4, 8]
+    cfg["scales"]["demo"]["set"]["experiments.capacity.grid.values"] = [4, 4]
+    assert _error(cfg | {"scale": "smoke"}).startswith(
+        "scales.demo: experiments.capacity.grid.values: [4, 4] repeats a value"
+    )

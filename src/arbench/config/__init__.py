@@ -118,12 +118,20 @@ def _resolve_expanded(config: dict[str, Any]) -> dict[str, Any]:
     validate(config)
     cfg = _resolve_scale(config)
     raw = json.dumps(config, sort_keys=True)
+    planned = cfg.get("scale", "paper")
     for other in config["scales"]:
-        if other == cfg.get("scale", "paper"):
+        if other == planned:
             continue
         error = _other_scale_error(raw, other)
-        if error:
+        if not error:
+            continue
+        if any((config["scales"][other] or {}).values()):
             raise ConfigError(f"scales.{other}: {error} (checked while planning every scale)")
+        # a scale that rewrites nothing runs the config as written: the error is the config's
+        raise ConfigError(
+            f"{error} (in the config as written, which scale {other} runs unchanged; found "
+            f"while planning scale {planned}, whose rewrites hide it)"
+        )
     return cfg
 
 

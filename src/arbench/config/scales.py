@@ -70,7 +70,8 @@ def drop_arms(cfg: dict[str, Any]) -> None:
     """Remove, in place, the arms the chosen scale's ``drop_arms`` names per experiment (run
     on the validated, scale-rewritten config) and every contrast naming one, recording both
     under the experiment's ``skipped`` key with the reason, as an arm that cannot run here is
-    recorded (`validation.skip_unavailable`). A name that is not an experiment or not one of
+    recorded (`validation.skip_unavailable`); an arm's entry in a per-arm ``seeds`` mapping
+    goes with it. A name that is not an experiment or not one of
     its arms, or dropping every arm, fails naming it."""
     scale = cfg.get("scale", "paper")
     where = f"scales.{scale}.drop_arms"
@@ -90,9 +91,12 @@ def drop_arms(cfg: dict[str, Any]) -> None:
             raise ConfigError(f"{where}.{name}: drops every arm; keep at least one")
         why = f"not run at scale {scale} ({where})"
         skipped = exp.setdefault("skipped", {"arms": {}, "contrasts": []})
+        seeds = exp.get("seeds")
         for arm in arms:
             del have[arm]
             skipped["arms"][arm] = why
+            if isinstance(seeds, dict):  # its seed count goes with it (a mapping per arm)
+                seeds.pop(arm, None)
         contrasts = exp.get("contrasts") or []
         skipped["contrasts"] += [c for c in contrasts if c["a"] in arms or c["b"] in arms]
         exp["contrasts"] = [c for c in contrasts if c["a"] not in arms and c["b"] not in arms]

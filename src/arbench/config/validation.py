@@ -41,17 +41,24 @@ def _schema_error(errors: list[Any], prefix: str = "") -> ConfigError | None:
     if not errors:
         return None
     e = sorted(errors, key=lambda e: (str(list(e.absolute_path)), e.message))[0]
+    about = ""
+    if e.validator in ("oneOf", "anyOf") and e.context:
+        # "0 is not valid under any of the given schemas" says nothing: the failure inside
+        # the alternative the value's type picks (0 < the minimum of 1), and what is allowed
+        description = e.schema.get("description")
+        about = f" ({description})" if description else ""
+        e = jsonschema.exceptions.best_match([e])
     path = ".".join(str(p) for p in e.absolute_path)
     where = ".".join(x for x in (prefix, path) if x) or "<root>"
-    message = e.message
+    message = e.message + about
     if e.validator == "additionalProperties" and isinstance(e.instance, dict):
         allowed = sorted(e.schema.get("properties", {}))
         unknown = sorted(set(e.instance) - set(allowed), key=str)
         if unknown:
             where = f"{where}.{unknown[0]}" if where != "<root>" else str(unknown[0])
             message = f"unknown key; allowed: {allowed}"
-    elif e.validator == "type" and _numeric_string(e.instance):
-        message = f"{e.message}: {_NUMBER_FIX}"
+    elif e.validator in ("type", "oneOf", "anyOf") and _numeric_string(e.instance):
+        message = f"{message}: {_NUMBER_FIX}"
     return ConfigError(f"config key {where}: {message}")
 
 
