@@ -81,3 +81,22 @@ def test_an_exponent_without_a_dot_is_a_number(sm, work: Path) -> None:
     (work / "extra.yaml").write_text("experiments:\n  factorial:\n    train: {lr: 3e-3}\n")
     proc = sm("-n", "--configfile", "extra.yaml", "--config", "scale=smoke", cwd=work)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+
+
+def test_a_bad_reference_score_fails_the_dry_run_naming_file_set_arm_and_seed(
+    sm, work: Path
+) -> None:
+    # it passed `snakemake -n` and failed in the stats job after every paper_mqar training,
+    # with "could not convert string to float: '0.9x'"
+    ref = work / "references" / "paper_code_results.yaml"
+    original = ref.read_text()
+    row = "armed_gdn: {0: 0.978515625, 1: 1.0,"
+    ref.write_text(original.replace(row, "armed_gdn: {0: 0.9x, 1: 1.0,", 1))
+    try:
+        proc = sm("-n", "--config", "scale=paper", cwd=work)
+    finally:
+        ref.write_text(original)
+    assert _rejected(proc).startswith(
+        f"experiments.paper_mqar.reference.file: {ref}: set table1_k32, arm armed_gdn (arms), "
+        "seed 0: '0.9x' is not a number"
+    )
