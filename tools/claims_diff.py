@@ -12,7 +12,9 @@ from collections import Counter
 from pathlib import Path
 
 ROW = re.compile(r"^\| `(?P<id>[a-z0-9_]+)` \| ")
-VERDICT = re.compile(r"^\*\*(?P<verdict>[^*]+)\*\*(?::\s*(?P<reason>.*))?$")
+# the verdict in bold, then its reason after ": " (or, in reports before issue 43, a note
+# in parentheses after a space)
+VERDICT = re.compile(r"^\*\*(?P<verdict>[^*]+)\*\*:?\s*(?P<reason>.*)$")
 VERDICT_COLUMN = 7
 
 

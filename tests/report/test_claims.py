@@ -603,9 +603,8 @@ def _results() -> list[C.Result]:
 def test_markdown_lists_every_claim_with_its_verdict_and_links() -> None:
     md = C.render_markdown(_results(), "test")
     assert (
-        "All claims: 1 reproduced, 0 reproduced (sign only),\n0 not reproduced,\n"
-        "0 inconclusive, 0 source inconsistent,\n"
-        "2 not run at this scale, 0 not planned." in md
+        "All claims: 1 reproduced, 0 reproduced (sign only), 0 not reproduced, "
+        "0 inconclusive, 0 source inconsistent, 2 not run at this scale, 0 not planned.\n" in md
     )
     assert "* **3 claims about trained models**: 1 reproduced, 2 not run at this scale." in md
     row = next(line for line in md.splitlines() if line.startswith("| `toy_claim`"))
