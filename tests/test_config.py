@@ -674,7 +674,7 @@ def test_a_scale_drops_arms_as_skipped_with_their_contrasts() -> None:
     assert why == "not run at scale demo (scales.demo.drop_arms)"
     assert exp["skipped"]["contrasts"] == [
         c
-        for c in config.load(scale="demo")["experiments"]["factorial"]["contrasts"]
+        for c in config.load(scale="paper")["experiments"]["factorial"]["contrasts"]
         if "diagonal_decay" in (c["a"], c["b"])
     ]
     assert not [c for c in exp["contrasts"] if "diagonal_decay" in (c["a"], c["b"])]
