@@ -142,7 +142,7 @@ def training(model: torch.nn.Module, task: KVBenchTask, train: dict, device: tor
             drawn = task.train_batch(0, step, batch, Signal(load=load))
             sync(device)
             t0 = time.perf_counter()
-            train_step(model, opt, drawn, [], step, device, (), cfg)  # the loop's own step
+            train_step(model, opt, drawn, [], step, device, (), cfg, seed=0)  # the loop's own step
             sync(device)
             if step:
                 times.append(time.perf_counter() - t0)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from arbench.models.dropout import drawing_from, row_generators
 from arbench.models.kvbench import KVModelConfig, KVTransformer
 from arbench.models.kvbench_memory import (
     eval_bytes,
@@ -43,7 +44,8 @@ def _saved_by_autograd(cfg: KVModelConfig, batch: int, load: int) -> tuple[int, 
             storages[ptr] = t.untyped_storage().nbytes()
         return t
 
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    gens = row_generators(0, 0, range(batch))  # dropout's masks, as training draws them
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), drawing_from(model, gens):
         loss, _ = masked_loss(model, tokens, targets)
     assert (targets != IGNORE).sum() > 0 and loss.requires_grad
     return sum(storages.values()), tokens.shape[1]

@@ -1,5 +1,9 @@
 """Training: bitwise reproducibility, resume after a hard kill, and only ever of the same run:
-a checkpoint or model file written under other settings is never taken for this run's."""
+a checkpoint or model file written under other settings is never taken for this run's.
+
+The reproducibility and kill tests run two arms: a recurrent cell without randomness in its
+forward pass, and the key-value transformer with dropout (kvbench_long's smoke arm), whose
+masks must come from the run's seed: the same bytes in another process, and after a kill."""
 
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from arbench.models import ModelConfig
+from arbench.models import ModelConfig, families
 from arbench.tasks import build_task
 from arbench.train.loop import (
     SettingsMismatch,
@@ -29,17 +33,38 @@ from arbench.train.loop import (
 TASK = {"name": "mqar", "pairs": 4, "n_keys": 8, "n_values": 8}
 MODEL = {"d_model": 16, "layers": 2, "cell": "delta_rule", "cell_options": {"conv": True}}
 TRAIN = {"steps": 24, "batch": 8, "lr": 3e-3, "warmup": 4, "checkpoint_every": 5, "log_every": 3}
+# kvbench_long's smoke arm: the key-value transformer with dropout 0.1, a token budget and a
+# load schedule (whose state the checkpoint carries)
+KV_TASK = {"name": "kvbench", "n": 8, "key_digits": 7, "value_digits": 3, "mutant_j": 7,
+           "mutant_mix": 0.5}  # fmt: skip
+KV_MODEL = {"family": "kvbench", "variant": "hybrid_square", "d_model": 16, "layers": 2,
+            "heads": 2, "kv_heads": 2, "head_dim": 8, "ffn_hidden": 32, "dropout": 0.1}  # fmt: skip
+KV_TRAIN = {**TRAIN, "batch": 16, "tokens_per_step": 384, "lr": 6e-3,
+            "load": {"values": [2, 4], "threshold": 0.9, "every": 5, "stop": True}}  # fmt: skip
+ARMS = {
+    "delta_rule": {},
+    "kvbench_dropout": {"task": KV_TASK, "model": KV_MODEL, "training": KV_TRAIN},
+}
 
 
 def _run(run_dir: Path, task=TASK, model=MODEL, training=TRAIN, seed=7, **kw) -> dict:
     adapter = build_task(task)
-    mc = ModelConfig(vocab_size=adapter.vocab_size, **model)
+    mc = families.model_config(model, adapter.vocab_size)
     cfg = TrainConfig.from_dict(training)
     return train(adapter, mc, cfg, seed, run_dir, threads=1, task_settings=task, **kw)
 
 
-def test_same_seed_same_scores_bitwise(tmp_path: Path) -> None:
-    a, b = _run(tmp_path / "a"), _run(tmp_path / "b")
+def _same_files(a: Path, b: Path) -> None:
+    for name in ("model.pt", "metrics.jsonl"):
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("arm", ARMS)
+def test_same_seed_same_scores_bitwise(tmp_path: Path, arm: str) -> None:
+    a = _run(tmp_path / "a", **ARMS[arm])
+    with torch.random.fork_rng(devices=[]):  # torch's global RNG elsewhere than for ``a``
+        torch.manual_seed(12345)
+        b = _run(tmp_path / "b", **ARMS[arm])
     assert a["scores"] == b["scores"]
     wa = load_model_file(tmp_path / "a" / "model.pt")["weights"]
     wb = load_model_file(tmp_path / "b" / "model.pt")["weights"]
@@ -53,30 +78,48 @@ def test_same_seed_same_scores_bitwise(tmp_path: Path) -> None:
         assert key in a
 
 
-KILLER = """
+# a training process: the arm's run in a folder, SIGKILLed when it logs step {kill} (never: 0)
+PROCESS = """
 import os, signal, sys
 sys.path.insert(0, {tests!r})
-from test_loop import _run
+from test_loop import ARMS, _run
 from pathlib import Path
 def progress(msg):
-    if msg.startswith("step 12/"):
+    if {kill} and msg.startswith("step {kill}/"):
         os.kill(os.getpid(), signal.SIGKILL)  # a hard kill between checkpoints
-_run(Path({run_dir!r}), progress=progress)
+_run(Path({run_dir!r}), progress=progress, **ARMS[{arm!r}])
 """
 
 
-def test_killed_run_resumes_to_identical_result(tmp_path: Path) -> None:
-    reference = _run(tmp_path / "ref")
+def _process(run_dir: Path, arm: str, kill: int = 0) -> subprocess.CompletedProcess:
+    tests = str(Path(__file__).parent)
+    code = PROCESS.format(tests=tests, run_dir=str(run_dir), arm=arm, kill=kill)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=300)
+
+
+@pytest.mark.parametrize("arm", ARMS)
+def test_two_processes_of_one_seed_train_the_same_bytes(tmp_path: Path, arm: str) -> None:
+    """Separate processes (each with torch's global RNG seeded at random at start-up) write
+    the same model.pt and metrics.jsonl as this one."""
+    _run(tmp_path / "here", **ARMS[arm])
+    for name in ("one", "two"):
+        proc = _process(tmp_path / name, arm)
+        assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+        _same_files(tmp_path / name, tmp_path / "here")
+
+
+@pytest.mark.parametrize("arm", ARMS)
+def test_killed_run_resumes_to_identical_result(tmp_path: Path, arm: str) -> None:
+    reference = _run(tmp_path / "ref", **ARMS[arm])
     victim = tmp_path / "victim"
-    code = KILLER.format(tests=str(Path(__file__).parent), run_dir=str(victim))
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=300)
+    proc = _process(victim, arm, kill=12)
     assert proc.returncode == -9, proc.stderr.decode()[-2000:]
     ck = torch.load(victim / "checkpoint.pt", weights_only=True)
     assert ck["step"] == 10  # last checkpoint before the kill at step 12
     stale = victim / ".checkpoint.pt.0123456789ab.tmp"  # a write the kill cut short
     stale.write_bytes(b"partial")
     messages: list[str] = []
-    resumed = _run(victim, progress=messages.append)
+    resumed = _run(victim, progress=messages.append, **ARMS[arm])
     assert not stale.exists() and any("left by a process killed" in m for m in messages)
     assert resumed["resumed_from_step"] == 10
     assert any("resumed from checkpoint at step 10" in m for m in messages)
@@ -84,6 +127,7 @@ def test_killed_run_resumes_to_identical_result(tmp_path: Path) -> None:
     lines = [json.loads(x) for x in (victim / "metrics.jsonl").read_text().splitlines()]
     ref = [json.loads(x) for x in (tmp_path / "ref" / "metrics.jsonl").read_text().splitlines()]
     assert lines == ref
+    _same_files(victim, tmp_path / "ref")
 
 
 # each edit a restarted job could bring: the run it asks for is another run

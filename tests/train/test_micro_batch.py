@@ -8,9 +8,13 @@ import torch
 
 from arbench.models import ModelConfig, families
 from arbench.tasks import build_task
+from arbench.tasks.base import Signal
 from arbench.train.loop import TrainConfig, forward_backward, micro_batches
 
 TASK = {"name": "mqar", "pairs": 8, "n_keys": 16, "n_values": 16, "seq_len": 0, "answer": "key"}
+KV_TASK = {"name": "kvbench", "n": 8, "key_digits": 7, "value_digits": 3, "mutant_j": 7}
+KV_MODEL = {"family": "kvbench", "d_model": 16, "layers": 2, "heads": 2, "kv_heads": 2,
+            "head_dim": 8, "ffn_hidden": 32, "dropout": 0.1}  # fmt: skip
 
 
 def _grads(micro: int | None) -> tuple[float, float, list[torch.Tensor]]:
@@ -59,3 +63,23 @@ def test_a_budget_of_the_whole_batch_is_the_unsplit_step_exactly() -> None:
 def test_a_bad_budget_names_the_key() -> None:
     with pytest.raises(ValueError, match="train.micro_batch_tokens must be an integer >= 1"):
         TrainConfig(micro_batch_tokens=0).validate()
+
+
+def test_dropouts_masks_follow_their_rows_into_the_parts() -> None:
+    """With dropout each row draws its masks from (seed, step, row), whichever part it falls
+    in: the split step's gradients are the whole step's (up to float summation order)."""
+    task = build_task(KV_TASK)
+    cfg = families.model_config(KV_MODEL, task.vocab_size)
+    drawn = task.train_batch(0, 0, 6, Signal(load=2))
+    length = drawn.tokens.shape[1]
+
+    def grads(micro: int | None, seed: int = 3) -> list[torch.Tensor]:
+        model = families.build(cfg, 0)
+        train = TrainConfig(batch=6, micro_batch_tokens=micro)
+        forward_backward(model, drawn, [], 4, torch.device("cpu"), (), train, seed=seed)
+        return [p.grad.clone() for p in model.parameters()]
+
+    whole = grads(None)
+    for g, g2 in zip(whole, grads(2 * length), strict=True):
+        torch.testing.assert_close(g2, g, rtol=1e-5, atol=1e-7)
+    assert not all(torch.equal(a, b) for a, b in zip(whole, grads(None, seed=4), strict=True))

@@ -23,7 +23,9 @@ residual stream in place. Peak memory is then the residual stream and one layer'
 values (all fp32: 12 d_model bytes per token with kv_heads x head_dim = d_model, about
 3.4 KB per token at the long run's width with the rest), plus one chunk's work;
 `arbench.models.kvbench_memory` models it. RoPE angles are computed in float64, so
-positions in the millions keep their precision.
+positions in the millions keep their precision. Dropout (``dropout``, on both residual
+branches) draws its masks from the generators the training loop derives from the run's seed
+(`arbench.models.dropout`), never from torch's global RNG.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from arbench.kernels.tiled_attention import attention
+from arbench.models.dropout import SeededDropout
 
 
 @dataclass(frozen=True)
@@ -214,7 +217,7 @@ class Block(nn.Module):
         self.mix = KDALayer(cfg) if spec.kind == "kda" else Attention(cfg, spec)
         self.norm2 = nn.LayerNorm(cfg.d_model, bias=False)
         self.ffn = SwiGLU(cfg.d_model, cfg.ffn_hidden)
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = SeededDropout(cfg.dropout)  # masks from the run's generators
 
     def forward(self, x: torch.Tensor, tile: int) -> torch.Tensor:
         x = x + self.drop(self.mix(self.norm1(x), tile))

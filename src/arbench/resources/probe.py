@@ -67,6 +67,7 @@ def measure(
     from torch.utils.flop_counter import FlopCounterMode
 
     from arbench.models import families
+    from arbench.models.dropout import drawing_from, row_generators
     from arbench.train.loop import masked_loss
 
     cfg = families.model_config(model, vocab, positions=positions)
@@ -75,15 +76,18 @@ def measure(
     opt = torch.optim.AdamW(net.parameters(), lr=1e-4, foreach=False)
     tokens, targets = _row(vocab, length, supervised, rows, torch.Generator().manual_seed(0))
 
+    gens = row_generators(0, 0, range(rows))  # a dropout's masks, if the model has one
     opt.zero_grad(set_to_none=True)
-    masked_loss(net, tokens, targets)[0].backward()
+    with drawing_from(net, gens):
+        masked_loss(net, tokens, targets)[0].backward()
     opt.step()  # the first step allocates AdamW's moments
     tracker, counter = MemTracker(), _OpCounter()
     tracker.track_external(net, opt)
     with tracker, FlopCounterMode(display=False) as flops:
         with counter:  # the forward and backward (a GPU optimiser step is a few fused kernels)
             opt.zero_grad(set_to_none=True)
-            loss, _ = masked_loss(net, tokens, targets)
+            with drawing_from(net, gens):
+                loss, _ = masked_loss(net, tokens, targets)
             loss.backward()
         opt.step()
     peak = _total(tracker.get_tracker_snapshot("peak"))

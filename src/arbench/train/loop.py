@@ -1,8 +1,12 @@
 """Seed-pinned, resumable training with AdamW and warmup+cosine.
 
-Every batch is a pure function of (seed, step) and the model's initial weights
-a pure function of the seed, so a run that is killed and resumed from its last
-checkpoint reproduces an uninterrupted run bit for bit (same thread count).
+Every batch is a pure function of (seed, step), the model's initial weights a pure
+function of the seed, and every random draw inside a step (dropout's masks,
+`arbench.models.dropout`; the spread regulariser's subsample) comes from a generator
+derived from (seed, step), never from torch's global RNG: two processes training one seed
+write the same bytes, and a run that is killed and resumed from its last checkpoint
+reproduces an uninterrupted run bit for bit (same thread count), with no generator state
+to carry in the checkpoint.
 
 A run's settings (model, training, task, seed: `run_settings`) are fingerprinted
 (`fingerprint`) into its checkpoint and its model file. A checkpoint written under
@@ -42,7 +46,7 @@ from arbench.device import resolve_device
 from arbench.evaluate.recall import hidden_at
 from arbench.io import atomic_write_bytes
 from arbench.mismatch import SettingsMismatch, differences
-from arbench.models import LanguageModel, ModelConfig, families
+from arbench.models import LanguageModel, ModelConfig, dropout, families
 from arbench.tasks.base import IGNORE, Batch, Task
 from arbench.train import hooks as train_hooks
 from arbench.train.adamw import make_adamw
@@ -238,18 +242,28 @@ def forward_backward(
     device: torch.device,
     excluded: tuple[int, ...],
     cfg: TrainConfig,
+    *,
+    seed: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The step's loss and accuracy, its gradients accumulated into the model. In parts
     (`micro_batches`) each part's loss is weighted by its share of the step's supervised
     positions and each hook's extra loss by its share of the rows, so the summed gradient is
-    the whole batch's; in one part the computation is exactly the unsplit one."""
+    the whole batch's; in one part the computation is exactly the unsplit one. A model whose
+    dropout draws takes row r's masks from `arbench.models.dropout.row_generators` of
+    (``seed``, ``step``, r), in whichever part row r falls (no seed: such a model raises)."""
     parts = micro_batches(drawn, cfg)
     total = int((drawn.targets != IGNORE).sum())
     loss_sum: torch.Tensor | float = 0.0
     correct: torch.Tensor | float = 0.0
+    randomised = seed is not None and dropout.draws(model)
+    first = 0  # the part's first row in the step's batch
     for part in parts:
         tokens, targets = part.tensors(device)
+        rows, first = range(first, first + len(part)), first + len(part)
         with contextlib.ExitStack() as around:
+            if randomised:
+                gens = dropout.row_generators(seed, step, rows, device)
+                around.enter_context(dropout.drawing_from(model, gens))
             for h in hooks:
                 around.enter_context(h.around_forward(step, part, device))
             loss, acc = masked_loss(
@@ -280,12 +294,15 @@ def train_step(
     device: torch.device,
     excluded: tuple[int, ...],
     cfg: TrainConfig,
+    *,
+    seed: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """One optimiser step on ``drawn`` as training takes it: gradients zeroed, forward and
-    backward (`forward_backward`), clipped to ``grad_clip``, the optimiser stepped; returns
-    the loss, the accuracy and the gradient norm before clipping."""
+    backward (`forward_backward`, dropout's masks drawn from ``seed`` and ``step``), clipped
+    to ``grad_clip``, the optimiser stepped; returns the loss, the accuracy and the gradient
+    norm before clipping."""
     opt.zero_grad(set_to_none=True)
-    loss, acc = forward_backward(model, drawn, hooks, step, device, excluded, cfg)
+    loss, acc = forward_backward(model, drawn, hooks, step, device, excluded, cfg, seed=seed)
     gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
     opt.step()
     return loss, acc, gnorm
@@ -530,7 +547,9 @@ def _train(
                 drawn = task.train_batch(seed, step, batch)
             else:
                 drawn = task.train_batch(seed, step, batch, signal)
-            loss, acc, gnorm = train_step(model, opt, drawn, hooks, step, device, excluded, cfg)
+            loss, acc, gnorm = train_step(
+                model, opt, drawn, hooks, step, device, excluded, cfg, seed=seed
+            )
             for h in hooks:
                 h.observe(step, acc)
             done = step + 1
