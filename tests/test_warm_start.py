@@ -227,3 +227,21 @@ def test_a_run_without_a_warm_start_keeps_its_fingerprint() -> None:
     assert fingerprint(run_settings(MODEL, warm, TASK, 0)) != fingerprint(
         run_settings(MODEL, cfg, TASK, 0)
     )
+
+
+def test_a_corrupt_base_model_is_one_line_naming_it_and_what_to_do(tmp_path: Path) -> None:
+    """A truncated base model.pt (torch says EOFError or a zip error, naming no file) is one
+    line naming the base's file and how to retrain it."""
+    from arbench.train.loop import UnreadableFile
+
+    torch.set_num_threads(1)
+    train_run(TASK, MODEL, TRAIN, 0, tmp_path / "base")
+    base = tmp_path / "base" / "model.pt"
+    base.write_bytes(base.read_bytes()[:100])
+    warm = {"experiment": "base", "arm": "lattice", "noise": 0.05}
+    task = {**TASK, "n_keys": 16, "n_values": 16}
+    with pytest.raises(UnreadableFile) as caught:
+        train_run(task, MODEL, {**TRAIN, "warm_start": warm}, 0, tmp_path / "run", warm_start=base)
+    said = str(caught.value)
+    assert said.startswith(f"{base}: unreadable (") and "delete it and rerun" in said
+    assert "\n" not in said

@@ -24,6 +24,7 @@ from arbench.tasks import build_task
 from arbench.train.loop import (
     SettingsMismatch,
     TrainConfig,
+    UnreadableFile,
     load_model_file,
     load_trained,
     run_settings,
@@ -209,3 +210,61 @@ def test_one_process_trains_a_run_folder_at_a_time(tmp_path: Path) -> None:
     os.close(holder)
     job.join(timeout=120)
     assert (run_dir / "model.pt").exists() and not (run_dir / "checkpoint.pt").exists()
+
+
+def _truncated(ck: Path) -> None:
+    ck.write_bytes(ck.read_bytes()[: ck.stat().st_size // 2])
+
+
+def _without_optimizer(ck: Path) -> None:
+    state = torch.load(ck, weights_only=True)
+    del state["optim"]  # these settings' fingerprint, but not a whole checkpoint
+    torch.save(state, ck)
+
+
+# what a disk, a copy or a stray write can leave as checkpoint.pt
+DAMAGE = {
+    "empty": lambda ck: ck.write_bytes(b""),
+    "garbage": lambda ck: ck.write_bytes(b"\x00" * 64 + b"not a torch file"),
+    "truncated": _truncated,
+    "a tensor": lambda ck: torch.save(torch.zeros(3), ck),
+    "no optimizer state": _without_optimizer,
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGE, ids=list(DAMAGE))
+def test_a_corrupt_checkpoint_is_set_aside_and_training_restarts(
+    tmp_path: Path, damage: str
+) -> None:
+    """A checkpoint that cannot be read or resumed never wedges the job (a rerun, a
+    scheduler's retry, would meet it again): it is renamed checkpoint.pt.corrupt with one
+    warning naming it, and the run trains from step 0 to the uninterrupted run's bytes."""
+    _run(tmp_path / "ref")
+    run_dir = tmp_path / "run"
+    _run(run_dir, stop_after=12)
+    DAMAGE[damage](run_dir / "checkpoint.pt")
+    messages: list[str] = []
+    restarted = _run(run_dir, progress=messages.append)
+    assert restarted["resumed_from_step"] == 0
+    (warning,) = [m for m in messages if m.startswith("warning:")]
+    assert (
+        str(run_dir / "checkpoint.pt") in warning
+        and "set aside as checkpoint.pt.corrupt" in warning
+    )
+    assert "\n" not in warning and (run_dir / "checkpoint.pt.corrupt").exists()
+    assert not (run_dir / "checkpoint.pt").exists()
+    _same_files(run_dir, tmp_path / "ref")
+
+
+@pytest.mark.parametrize("damage", ["empty", "garbage", "truncated"])
+def test_a_corrupt_model_file_is_one_line_naming_it_and_what_to_do(
+    tmp_path: Path, damage: str
+) -> None:
+    _run(tmp_path / "run")
+    path = tmp_path / "run" / "model.pt"
+    DAMAGE[damage](path)
+    with pytest.raises(UnreadableFile) as caught:
+        load_model_file(path)
+    said = str(caught.value)
+    assert said.startswith(f"{path}: unreadable (") and "delete it and rerun" in said
+    assert "\n" not in said and caught.value.__cause__ is None

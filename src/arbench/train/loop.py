@@ -12,7 +12,10 @@ A run's settings (model, training, task, seed: `run_settings`) are fingerprinted
 (`fingerprint`) into its checkpoint and its model file. A checkpoint written under
 other settings is discarded, with a log line, instead of resumed; a model file is
 loaded only against the settings it was trained with (`load_trained`), so weights
-from another config give an error naming what differs, never a wrong score. One
+from another config give an error naming what differs, never a wrong score. A checkpoint
+torch cannot read, or one that does not fit the run, is set aside (``checkpoint.pt.corrupt``)
+with a warning and the run starts afresh, so it never fails every rerun; a model file torch
+cannot read is `UnreadableFile`, one line naming it and what to do. One
 process trains a run folder at a time (a lock on the folder, where the file system
 has locks): a job started while a killed workflow's orphan still trains that run
 waits for it instead of mixing their files.
@@ -405,6 +408,56 @@ def _remove_stale_temps(run_dir: Path, say: Any) -> None:
         tmp.unlink(missing_ok=True)
 
 
+class UnreadableFile(RuntimeError):
+    """A checkpoint or model file torch cannot read: truncated, overwritten or not torch's.
+    Its message is one line naming the file, torch's error and (``advice``) what to do."""
+
+    def __init__(self, path: Path, cause: str, advice: str = "") -> None:
+        self.path, self.cause = path, cause
+        super().__init__(f"{path}: unreadable ({cause})" + (f"; {advice}" if advice else ""))
+
+
+def _one_line(err: BaseException) -> str:
+    """An exception as one short line: its type and its message's first line."""
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0][:200]}" if text else type(err).__name__
+
+
+def _torch_file(path: Path, map_location: Any) -> Any:
+    """``torch.load`` of ``path`` (weights only); `UnreadableFile` naming the file when torch
+    cannot read it (it raises EOFError, OSError, RuntimeError or UnpicklingError, naming no
+    file). A missing file stays a FileNotFoundError."""
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except FileNotFoundError:
+        raise
+    except Exception as err:
+        raise UnreadableFile(path, _one_line(err)) from None
+
+
+def _set_aside(path: Path, why: str, note: Any) -> None:
+    """Rename a checkpoint that cannot be resumed to ``<name>.corrupt`` (replacing an earlier
+    one), saying so: the run starts afresh, and the next attempt does not meet it again."""
+    aside = path.with_name(path.name + ".corrupt")
+    path.replace(aside)
+    note(f"warning: {path} {why}; set aside as {aside.name}, training starts afresh at step 0")
+
+
+def _read_checkpoint(path: Path, device: torch.device, note: Any) -> dict[str, Any] | None:
+    """The run's checkpoint, or None where there is none or it is unreadable (set aside)."""
+    if not path.exists():
+        return None
+    try:
+        ck = _torch_file(path, device)
+    except UnreadableFile as err:
+        _set_aside(path, f"is unreadable ({err.cause})", note)
+        return None
+    if not isinstance(ck, dict):
+        _set_aside(path, f"is not a checkpoint (a {type(ck).__name__})", note)
+        return None
+    return ck
+
+
 def _save_checkpoint(
     path: Path,
     model,
@@ -496,18 +549,18 @@ def _train(
     fp = fingerprint(settings)
     ckpt_path, metrics_path = run_dir / "checkpoint.pt", run_dir / "metrics.jsonl"
     device = resolve_device(cfg.device)
-    model = families.build(model_cfg, seed).to(device)
-    if initial_weights is not None:  # before the optimizer and hooks see the parameters
-        model.load_state_dict(initial_weights)
-    hooks = train_hooks.build(HOOKS, cfg, model, seed)
+
+    def fresh() -> tuple[Any, list[TrainHook], Any]:
+        """The model, hooks and optimizer at step 0."""
+        model = families.build(model_cfg, seed).to(device)
+        if initial_weights is not None:  # before the optimizer and hooks see the parameters
+            model.load_state_dict(initial_weights)
+        return model, train_hooks.build(HOOKS, cfg, model, seed), _optimizer(model, cfg)
+
+    model, hooks, opt = fresh()
     excluded = tuple(getattr(task, "never_predicted", tuple)())
-    opt = _optimizer(model, cfg)
     start, lines = 0, []
-    ck = (
-        torch.load(ckpt_path, map_location=device, weights_only=True)
-        if ckpt_path.exists()
-        else None
-    )
+    ck = _read_checkpoint(ckpt_path, device, note)
     if ck is not None and ck.get("fingerprint") != fp:
         theirs = json.loads(ck["settings"]) if "settings" in ck else None
         why = "no settings record" if theirs is None else differences(settings, theirs)
@@ -518,13 +571,18 @@ def _train(
         ckpt_path.unlink()
         ck = None
     if ck is not None:
-        model.load_state_dict(ck["model"])
-        opt.load_state_dict(ck["optim"])
-        start, lines = int(ck["step"]), list(ck["metrics"])
-        for h in hooks:
-            if h.state_key is not None:
-                h.load_state(ck[h.state_key])
-        say(f"resumed from checkpoint at step {start}")
+        try:
+            model.load_state_dict(ck["model"])
+            opt.load_state_dict(ck["optim"])
+            start, lines = int(ck["step"]), list(ck["metrics"])
+            for h in hooks:
+                if h.state_key is not None:
+                    h.load_state(ck[h.state_key])
+        except Exception as err:  # a checkpoint of these settings that does not fit the run
+            _set_aside(ckpt_path, f"cannot be resumed ({_one_line(err)})", note)
+            (model, hooks, opt), start, lines = fresh(), 0, []
+        else:
+            say(f"resumed from checkpoint at step {start}")
     # the metrics file always restarts from what the checkpoint vouches for
     metrics_path.write_text("".join(ln + "\n" for ln in lines))
     last = {k: json.loads(lines[-1])[k] for k in ("loss", "acc", "grad_norm")} if lines else {}
@@ -608,9 +666,17 @@ def _train(
 
 def load_model_file(path: str | Path) -> dict[str, Any]:
     """A model file's contents: "weights" (the state dict), "settings" (the run settings it
-    was trained with, a dict) and "fingerprint"; `SettingsMismatch` for a file without them."""
+    was trained with, a dict) and "fingerprint"; `SettingsMismatch` for a file without them,
+    `UnreadableFile` (one line: the file and what to do) for one torch cannot read."""
     path = Path(path)
-    blob = torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        blob = _torch_file(path, "cpu")
+    except UnreadableFile as err:
+        advice = (
+            "the file is truncated or overwritten: delete it and rerun the workflow, which "
+            "retrains the run that writes it"
+        )
+        raise UnreadableFile(path, err.cause, advice) from None
     if not (isinstance(blob, dict) and blob.get("format") == MODEL_FORMAT):
         raise SettingsMismatch(
             f"{path}: not an {MODEL_FORMAT} file (no record of the settings it was trained "
