@@ -9,6 +9,7 @@ from arbench.runtime import setup
 sm = snakemake
 log = setup(sm.log[0], sm.threads)  # first: whatever fails below is logged
 
+from arbench.device import job_device
 from arbench.io import atomic_write_json
 from arbench.run import evaluate_run
 
@@ -20,6 +21,7 @@ result = evaluate_run(
     examples=p.examples,
     options=dict(p.options),
     progress=log,
+    device=job_device(sm.resources.get("gpu", 0)),  # the GPU the job was given, if any
 )
 atomic_write_json(
     sm.output[0], {"experiment": wc.experiment, "arm": wc.arm, "seed": int(wc.seed), **result}

@@ -58,6 +58,33 @@ def test_evaluation_reads_the_shape_from_the_record(trained, tmp_path: Path) -> 
         run.evaluate_run(edited, TASK, data_dir=data)
 
 
+def test_evaluation_scores_on_the_device_it_is_given(trained, monkeypatch) -> None:
+    """On the CPU the scores are today's, bit for bit; a device the job is given gets the
+    model (and the evaluator draws its batches onto the model's device): here a stand-in
+    device, since this machine may have no GPU."""
+    import torch
+
+    from arbench import device as devices
+    from arbench.tasks.mqar import MQARTask
+
+    run_dir, data = trained
+    before = run.evaluate_run(run_dir, TASK, data_dir=data, examples=32)
+    assert run.evaluate_run(run_dir, TASK, data_dir=data, examples=32, device="cpu") == before
+    if not torch.cuda.is_available():  # "auto" without CUDA: the CPU
+        assert run.evaluate_run(run_dir, TASK, data_dir=data, examples=32, device="auto") == before
+    asked, seen = [], []
+    monkeypatch.setattr(
+        devices, "resolve_device", lambda name: asked.append(name) or torch.device("meta")
+    )
+    monkeypatch.setattr(
+        MQARTask,
+        "evaluate",
+        lambda self, model, **_: seen.append(next(model.parameters()).device) or {},
+    )
+    run.evaluate_run(run_dir, TASK, data_dir=data, examples=32, device="cuda")
+    assert asked == ["cuda"] and seen == [torch.device("meta")]
+
+
 def test_a_model_file_of_another_config_is_an_error_not_a_score(trained, tmp_path: Path) -> None:
     run_dir, data = trained
     # the same shape trained with another lr: it would load and score silently

@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from arbench.io import atomic_write_json, read_json
+from arbench.io import atomic_write_json, read_json, sha256_file
 from arbench.mismatch import SettingsMismatch, differences
 from arbench.runtime import Log
 from arbench.tasks import build_task, task_class
@@ -143,15 +143,19 @@ def evaluate_run(
     examples: int | None = None,
     options: dict[str, Any] | None = None,
     progress: Any = None,
+    device: str = "cpu",
 ) -> dict[str, Any]:
     """Score a finished run with its task's evaluator. The model's shape comes from the run's
     own record, never from the config, so it is the model that was trained. ``progress`` (a
     callable taking a line) reaches an evaluator that reports as it goes (a long sweep).
+    ``device`` (`arbench.device.resolve_device`: "cpu", "cuda", or "auto", CUDA where visible)
+    is where the model is scored: every evaluator draws its batches onto the model's device.
 
     A model file trained under other settings than its record (copied from another run or
     config), or a record of a run on other task settings than ``task``, is a
     `SettingsMismatch` naming the file and what differs: never a score of the wrong model.
     """
+    from arbench.device import resolve_device
     from arbench.models import families  # torch: imported by the jobs that score, only
     from arbench.train.loop import load_trained, record_settings
 
@@ -163,7 +167,7 @@ def evaluate_run(
         families.config_from_record(final["model"]),
         settings=record_settings(final),
         expected_from=f"its record {final_path}",
-    )
+    ).to(resolve_device(device))
     evaluator = build_task(task, data_dir)
     options = dict(options or {})
     if progress is not None and "progress" in inspect.signature(evaluator.evaluate).parameters:
@@ -173,7 +177,9 @@ def evaluate_run(
         "scores": scores,
         "n_parameters": final["n_parameters"],
         "state_size_per_layer": final["state_size_per_layer"],
-        "train_wall_time_s": final["wall_time_s"],
+        # the bytes scored: what ties this eval JSON to its training, and the same after a
+        # resume (the training's wall time, which is not, is the final.json's alone)
+        "model_sha256": sha256_file(Path(run_dir) / "model.pt"),
     }
 
 
