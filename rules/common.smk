@@ -52,8 +52,13 @@ GPU_MODEL = (PLAN.device().slurm_gpu_model or "") if GPUS else ""
 
 
 def job_resource(kind, key):
-    """A resource callable: ``key`` of a {experiment}/{arm} job's `Plan.job_resources`."""
-    return lambda wc: PLAN.job_resources(kind, wc.experiment, wc.arm)[key]
+    """A resource callable: ``key`` of a {experiment}/{arm} job's `Plan.job_resources` at
+    its attempt (a retried job asks for more time, up to the partition limit)."""
+
+    def resource(wc, attempt):
+        return PLAN.job_resources(kind, wc.experiment, wc.arm, attempt)[key]
+
+    return resource
 
 
 def one_of(names):

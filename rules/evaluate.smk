@@ -19,11 +19,16 @@ rule evaluate:
         "../envs/torch.yaml"
     threads: THREADS
     # at paper scale the resource model's prediction on the declared device (its longest
-    # batch's memory, its tokens' time); below it 2 GB and minutes from the tokens it reads
+    # batch's memory, its tokens' time, host memory beside a GPU), and that GPU, as training
+    # asks for it; the job evaluates on the GPU it is given (scripts/evaluate.py). Below paper
+    # scale 2 GB, no GPU, and minutes from the tokens it reads
     resources:
         mem_mb=job_resource("evaluate", "mem_mb"),
         runtime=job_resource("evaluate", "runtime"),
         gpu_mem_mb=job_resource("evaluate", "gpu_mem_mb"),
+        gpu=job_resource("evaluate", "gpu"),
+        gpu_model=GPU_MODEL,
+        cpus_per_gpu=THREADS,
     params:
         task=lambda wc: PLAN.task_settings(wc.experiment, wc.arm),
         examples=lambda wc: EXPERIMENTS[wc.experiment]["eval"]["examples"],

@@ -22,12 +22,15 @@ rule train:
     threads: THREADS
     # at paper scale the resource model's prediction on the declared device (arbench.resources:
     # host memory, minutes, device memory); the slurm executor turns gpu and gpu_model into
-    # --gpus=<model>:1. Every other scale is a CPU job of `threads` cores.
+    # --gpus=<model>:1. No submission asks for more minutes than the partition limit
+    # (resources.partition_minutes): a longer run times out, is submitted again (retries) and
+    # resumes from its checkpoint, each retry asking twice the minutes, up to the limit.
+    # Every other scale is a CPU job of `threads` cores.
     resources:
         mem_mb=job_resource("train", "mem_mb"),
         runtime=job_resource("train", "runtime"),
         gpu_mem_mb=job_resource("train", "gpu_mem_mb"),
-        gpu=GPUS,
+        gpu=job_resource("train", "gpu"),
         gpu_model=GPU_MODEL,
         cpus_per_gpu=THREADS,
     params:

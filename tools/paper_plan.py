@@ -1,14 +1,17 @@
 """The paper-scale plan per study: jobs, device-hours and the largest job's memory.
 
     python tools/paper_plan.py            # the table (make paper-plan); exit 1 if a job
-                                          # needs more memory than its device has
+                                          # needs more memory than its device has, or
+                                          # more time than a partition can give it
     python tools/paper_plan.py --probe    # measure the probes the table lacks and store them
                                           # in src/arbench/resources/probes.json
     python tools/paper_plan.py --jobs     # one line per job besides the table
 
 Every figure is the resource model's (`arbench.resources`): peak device memory from probes of
-each job's model, time on the config's declared device (``resources:``). A training shared
-by several experiments is counted once, under the study of the experiment that owns it.
+each job's model, time on the config's declared device (``resources:``), as the job is
+expected to run (a load schedule that stops early at ``resources.expected_steps``), with the
+upper bound beside it (``bound-h``). A training shared by several experiments is counted once,
+under the study of the experiment that owns it.
 """
 
 from __future__ import annotations
@@ -40,51 +43,72 @@ def study_of(plan: Plan) -> dict[str, str]:
 
 
 def table(plan: Plan) -> tuple[list[str], list[str]]:
-    """The per-study lines and the problems (jobs over their device's memory)."""
+    """The per-study lines and the problems (jobs over their device's memory, or that no
+    partition of `Plan.partition_minutes` can serve: `arbench.resources.check`)."""
     device = plan.device()
+    limit = plan.partition_minutes
     studies = study_of(plan)
     rows: dict[str, dict] = defaultdict(
-        lambda: {"train": 0, "evaluate": 0, "hours": 0.0, "peak": 0.0, "job": ""}
+        lambda: {"train": 0, "evaluate": 0, "hours": 0.0, "bound": 0.0, "peak": 0.0, "job": ""}
     )
-    problems = []
+    problems, bounded, chained, longest = [], [], [], None
     for est in plan.resource_estimates():
         kind, name = est.job.split(" ", 1)
         row = rows[studies[name.split("/")[0]]]
         row[kind] += 1
         row["hours"] += est.seconds / 3600
+        row["bound"] += est.upper_seconds / 3600
         if est.device_bytes > row["peak"]:
             row["peak"], row["job"] = est.device_bytes, est.job
+        if est.bound_seconds is not None:
+            bounded.append(est)
+        if est.submissions(limit) > 1:
+            chained.append(est)
+        if longest is None or est.request_minutes(limit) > longest.request_minutes(limit):
+            longest = est
         try:
-            check(est, device)
+            check(est, device, limit)
         except ResourceError as err:
             problems.append(str(err))
     lines = [
         f"paper-scale plan on {device.name} ({device.memory_gib:g} GiB; "
         f"{device.tflops:g} TFLOP/s x {device.utilisation:g}, "
-        f"{device.op_overhead_us:g} us per operator)",
-        f"{'study':<14} {'trainings':>9} {'evals':>6} {'device-h':>9} {'largest GiB':>11}  "
-        "largest job",
+        f"{device.op_overhead_us:g} us per operator); partition limit {limit:,} minutes",
+        f"{'study':<14} {'trainings':>9} {'evals':>6} {'device-h':>9} {'bound-h':>9} "
+        f"{'largest GiB':>11}  largest job",
     ]
-    total = {"train": 0, "evaluate": 0, "hours": 0.0}
+    total = {"train": 0, "evaluate": 0, "hours": 0.0, "bound": 0.0}
     for study in sorted(rows):
         r = rows[study]
         lines.append(
             f"{study:<14} {r['train']:>9,} {r['evaluate']:>6,} {r['hours']:>9.1f} "
-            f"{r['peak'] / GiB:>11.1f}  {r['job']}"
+            f"{r['bound']:>9.1f} {r['peak'] / GiB:>11.1f}  {r['job']}"
         )
         for k in total:
             total[k] += r[k]
-    lines.append(f"{'all':<14} {total['train']:>9,} {total['evaluate']:>6,} {total['hours']:>9.1f}")
-    gated = sorted(
-        f"{exp}/{run.name}"
-        for exp in plan.experiments
-        for run in plan.table.of(exp)
-        if (run.train.get("load") or {}).get("threshold") is not None
+    lines.append(
+        f"{'all':<14} {total['train']:>9,} {total['evaluate']:>6,} {total['hours']:>9.1f} "
+        f"{total['bound']:>9.1f}"
     )
-    if gated:
+    lines.append(
+        "device-h: as the jobs are expected to run; bound-h: with every load schedule that "
+        "stops early run to its train.steps at its last rung"
+    )
+    for est in bounded:
+        exp = est.job.split(" ", 1)[1].split("/")[0]
         lines.append(
-            "an accuracy-gated load schedule's time is an upper bound (every step at its last "
-            f"rung, no early stop): {', '.join(gated)}"
+            f"  {est.job}: {est.seconds / 3600:,.1f} h at the {plan.expected_steps(exp):,} steps "
+            f"it is expected to stop after (resources.expected_steps); bound "
+            f"{est.bound_seconds / 3600:,.1f} h ({est.bound_minutes:,} minutes)"
+        )
+    for est in chained:
+        lines.append(
+            f"  chained: {est.job}, {est.runtime_minutes:,} minutes in "
+            f"{est.submissions(limit)} submissions of at most {limit:,}"
+        )
+    if longest is not None:
+        lines.append(
+            f"longest submission: {longest.request_minutes(limit):,} minutes ({longest.job})"
         )
     return lines, problems
 
@@ -131,7 +155,8 @@ def main() -> int:
         for est in plan.resource_estimates():
             print(
                 f"{est.job}: {est.device_bytes / GiB:,.2f} GiB, {est.seconds / 3600:,.2f} h, "
-                f"{est.shape.rows} x {est.shape.length:,}"
+                f"{est.shape.rows} x {est.shape.length:,}, asks {est.mem_mb:,} MB host, "
+                f"{est.request_minutes(plan.partition_minutes):,} min"
             )
     print("\n".join(lines))
     if plan.measured_probes:
@@ -140,7 +165,7 @@ def main() -> int:
             "(make paper-plan-probes stores them)"
         )
     for p in problems:
-        print(f"over memory: {p}")
+        print(f"cannot run: {p}")
     return 1 if problems else 0
 
 

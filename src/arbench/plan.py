@@ -18,7 +18,15 @@ from collections.abc import Iterable
 from typing import Any
 
 from arbench.experiment import Run, RunTable
-from arbench.resources import Device, Estimate, ProbeSpec, ProbeTable, check
+from arbench.resources import (
+    PARTITION_MINUTES,
+    Device,
+    Estimate,
+    ProbeSpec,
+    ProbeTable,
+    check,
+    declared_device,
+)
 from arbench.tasks import Task, build_task, task_class
 from arbench.tasks.base import Release
 
@@ -230,10 +238,12 @@ class Plan:
         return self.run(experiment, run_arm).eval_options
 
     def train_minutes(self, experiment: str, run_arm: str) -> int:
-        """Minutes to ask a scheduler for: at paper scale the resource model's prediction on
-        the declared device (`resource_estimate`); below it, generous for the CPU."""
+        """Minutes a first submission asks a scheduler for: at paper scale the resource
+        model's prediction on the declared device (`resource_estimate`), at most
+        `partition_minutes`; below it, generous for the CPU."""
         if self.models_resources:
-            return self.resource_estimate("train", experiment, run_arm).runtime_minutes
+            est = self.resource_estimate("train", experiment, run_arm)
+            return est.request_minutes(self.partition_minutes)
         return max(10, self.train_settings(experiment, run_arm)["steps"] // 20)
 
     def eval_tokens(self, experiment: str, run_arm: str) -> int:
@@ -247,7 +257,8 @@ class Plan:
         prediction; below it 10 to start, plus its token count at `EVAL_TOKENS_PER_S` (a
         long streaming sweep gets its hour, a held-out set 10)."""
         if self.models_resources:
-            return self.resource_estimate("evaluate", experiment, run_arm).runtime_minutes
+            est = self.resource_estimate("evaluate", experiment, run_arm)
+            return est.request_minutes(self.partition_minutes)
         return 10 + int(self.eval_tokens(experiment, run_arm) / EVAL_TOKENS_PER_S / 60)
 
     # ------------------------------------------------------------------ resources
@@ -260,9 +271,19 @@ class Plan:
 
     def device(self) -> Device:
         """The device paper-scale training and evaluation jobs are declared to run on."""
-        block = self.cfg["resources"]
-        name = block["device"]
-        return Device.from_config(name, block["devices"][name])
+        return declared_device(self.cfg["resources"])
+
+    @property
+    def partition_minutes(self) -> int:
+        """The longest job a partition takes (``resources.partition_minutes``, else
+        `arbench.resources.PARTITION_MINUTES`): no submission asks for more; a longer
+        training is chained through its checkpoints."""
+        return int(self.cfg.get("resources", {}).get("partition_minutes", PARTITION_MINUTES))
+
+    def expected_steps(self, experiment: str) -> int | None:
+        """Steps a training of ``experiment`` whose load schedule stops early is expected to
+        run (``resources.expected_steps``; None: priced at its ``train.steps``)."""
+        return (self.cfg.get("resources", {}).get("expected_steps") or {}).get(experiment)
 
     def resource_estimate(
         self, kind: str, experiment: str, run_arm: str, seed: int = 0
@@ -277,8 +298,13 @@ class Plan:
 
             run = self.run(experiment, run_arm)
             self.measure_missing(jobs.specs(run))
-            make = jobs.train_estimate if kind == "train" else jobs.eval_estimate
-            self._estimates[key] = make(run, job, self.device(), self.probes)
+            if kind == "train":
+                est = jobs.train_estimate(
+                    run, job, self.device(), self.probes, self.expected_steps(experiment)
+                )
+            else:
+                est = jobs.eval_estimate(run, job, self.device(), self.probes)
+            self._estimates[key] = est
         est = self._estimates[key]
         return est if est.job == job else dataclasses.replace(est, job=job)
 
@@ -325,27 +351,35 @@ class Plan:
         return out
 
     def check_resources(self) -> list[Estimate]:
-        """Every job's prediction, after checking each fits its device: a `ResourceError`
-        names the first job that does not (memory beyond the device's)."""
+        """Every job's prediction, after checking each fits its device and the partition
+        limit (`partition_minutes`): a `ResourceError` names the first job that does not
+        (memory beyond the device's; an evaluation longer than the limit; a chained
+        training whose checkpoints lie further apart than it: `arbench.resources.check`)."""
         device = self.device()
         estimates = self.resource_estimates()
         for est in estimates:
-            check(est, device)
+            check(est, device, self.partition_minutes)
         return estimates
 
-    def job_resources(self, kind: str, experiment: str, run_arm: str) -> dict[str, int]:
-        """What a job asks a scheduler for: host ``mem_mb``, ``runtime`` minutes and
-        ``gpu_mem_mb`` (0 for a CPU job)."""
+    def job_resources(
+        self, kind: str, experiment: str, run_arm: str, attempt: int = 1
+    ) -> dict[str, int]:
+        """What a job asks a scheduler for at its ``attempt``-th submission: host ``mem_mb``,
+        ``runtime`` minutes (at paper scale the prediction, doubled on each retry, at most
+        `partition_minutes`: `Estimate.request_minutes`), ``gpu_mem_mb`` and ``gpu`` (0 for a
+        CPU job)."""
         if not self.models_resources:
             minutes = (self.train_minutes if kind == "train" else self.eval_minutes)(
                 experiment, run_arm
             )
-            return {"mem_mb": 2000, "runtime": minutes, "gpu_mem_mb": 0}
+            return {"mem_mb": 2000, "runtime": minutes, "gpu_mem_mb": 0, "gpu": 0}
         est = self.resource_estimate(kind, experiment, run_arm)
+        gpu = self.device().gpu
         return {
             "mem_mb": est.mem_mb,
-            "runtime": est.runtime_minutes,
-            "gpu_mem_mb": est.device_mem_mb if self.device().gpu else 0,
+            "runtime": est.request_minutes(self.partition_minutes, attempt),
+            "gpu_mem_mb": est.device_mem_mb if gpu else 0,
+            "gpu": 1 if gpu else 0,
         }
 
     # ------------------------------------------------------------------ the zoo and the bench

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from arbench.resources import (
@@ -108,6 +110,25 @@ def test_an_estimate_asks_for_headroom() -> None:
     est = _estimate(10 * 2**30)
     assert est.runtime_minutes == 80  # 60 min x 1.25 + 5
     assert est.device_mem_mb == pytest.approx(10 * 2**30 * 1.25 / 1e6, abs=1)
+
+
+def test_a_submission_asks_for_at_most_the_partition_limit() -> None:
+    """100 predicted hours: 7,505 minutes, asked for 2,880 at a time (a 48 h partition) in
+    3 submissions, each after the first resuming from the checkpoint; a retry of a short job
+    asks for twice its minutes, never past the limit."""
+    long = dataclasses.replace(_estimate(2**30), seconds=100 * 3600.0)
+    assert long.runtime_minutes == 7505
+    assert long.request_minutes(2880) == 2880 and long.request_minutes(2880, attempt=3) == 2880
+    assert long.submissions(2880) == 3
+    short = _estimate(2**30)  # 80 minutes
+    assert [short.request_minutes(2880, a) for a in (1, 2, 3, 7)] == [80, 160, 320, 2880]
+    assert short.submissions(2880) == 1 and short.upper_seconds == short.seconds
+
+
+def test_a_job_over_its_host_memory_fails_the_check() -> None:
+    check(dataclasses.replace(_estimate(2**30), host_bytes=119 * 2**30), H200)
+    with pytest.raises(ResourceError, match=r"needs 121.0 GiB of host memory beside h200"):
+        check(dataclasses.replace(_estimate(2**30), host_bytes=121 * 2**30), H200)
 
 
 def test_an_over_memory_job_fails_the_check_naming_itself() -> None:

@@ -32,3 +32,21 @@ def test_an_over_memory_job_fails_planning_with_its_name(sm, work: Path) -> None
         lines[0],
     ), lines[0]
     assert "Building DAG" not in out and "Traceback" not in out, out[-3000:]
+
+
+@pytest.mark.parametrize("scale", ["paper", "smoke"])
+def test_an_undeclared_device_fails_planning_at_every_scale(sm, work: Path, scale: str) -> None:
+    """resources.device naming a device resources.devices does not declare: one line naming
+    the key at every scale (it was a raw KeyError at paper scale and passed at smoke, which
+    never reads it)."""
+    (work / "other_gpu.yaml").write_text("resources:\n  device: h100\n")
+    args = ("-n", "--cores", "1", "--configfile", "other_gpu.yaml", "--config", f"scale={scale}")
+    proc = sm(*args, cwd=work, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-3000:]
+    lines = [line for line in out.splitlines() if line.startswith("invalid config: ")]
+    assert len(lines) == 1 and lines[0].startswith(
+        "invalid config: resources.device: 'h100'; not one of the declared devices "
+        "(resources.devices: h200)"
+    ), out[-3000:]
+    assert "KeyError" not in out and "Traceback" not in out, out[-3000:]

@@ -97,6 +97,40 @@ def test_paper_training_job_asks_slurm_for_a_gpu(tmp_path: Path, workflow_copy) 
     assert any(a.startswith("rule_train_wildcards_") for a in call), call
 
 
+@pytest.mark.parametrize(
+    ("experiment", "arm"), [("lattice_base", "gated_deltanet"), ("kvbench_long", "hybrid_square")]
+)
+def test_paper_evaluation_job_asks_slurm_for_a_gpu(
+    tmp_path: Path, workflow_copy, experiment: str, arm: str
+) -> None:
+    """The plugin's own sbatch call for a paper-scale evaluation sized for the GPU (a lattice
+    arm's, about 24 GiB; the long-context sweep's, about 32 GiB): --gpus=1 and
+    --cpus-per-gpu as training asks, the resource model's minutes and its host memory beside
+    the GPU (more than the 2 GB every evaluation asked for before)."""
+    work = workflow_copy(tmp_path / "wf")
+    plan = Plan(config.load(work / "config.yaml"))
+    run_dir = plan.run_dir(experiment, arm, 0)
+    inputs = [f"{run_dir}/model.pt", f"{run_dir}/final.json", *plan.eval_inputs(experiment, arm)]
+    for name in inputs:
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
+        (work / name).write_text("{}")  # stand-ins: the job is refused before it reads them
+    record = tmp_path / "sbatch.args"
+    env = fake_slurm(tmp_path / "bin", record)
+    target = f"{plan.root}/evals/{experiment}/{arm}/seed0.json"
+    args = ("--profile", "profiles/slurm", "--allowed-rules", "evaluate", "--retries", "0")
+    args = ("--slurm-init-seconds-before-status-checks", "1", *args, target)
+    proc = snakemake(*args, cwd=work, env=env, timeout=300)
+    assert record.exists(), proc.stderr[-3000:]
+    call = record.read_text().splitlines()
+    assert "--gpus=1" in call, call
+    assert f"--cpus-per-gpu={config.load(work / 'config.yaml')['threads_per_run']}" in call
+    asked = plan.job_resources("evaluate", experiment, arm)
+    assert asked["gpu"] == 1 and asked["mem_mb"] > 4000
+    assert call[call.index("-t") + 1] == str(asked["runtime"])
+    assert call[call.index("--mem") + 1] == str(asked["mem_mb"])
+    assert any(a.startswith("rule_evaluate_wildcards_") for a in call), call
+
+
 def test_evaluation_runtime_follows_its_tokens() -> None:
     """Below paper scale an evaluation asks for 10 minutes plus its tokens at
     `EVAL_TOKENS_PER_S`; at paper scale for the resource model's prediction on the declared

@@ -663,6 +663,17 @@ def semantic_checks(cfg: dict[str, Any]) -> None:
                     )
     _check_reference("zoo.reference", cfg["zoo"]["reference"], cfg)
     _check_reference("bench.stream", cfg["bench"]["stream"], cfg)
+    _check_resources(cfg)
+
+
+def _check_resources(cfg: dict[str, Any]) -> None:
+    """``resources:`` at every scale (`arbench.resources.check_config`)."""
+    from arbench.resources import ResourceError, check_config
+
+    try:
+        check_config(cfg)
+    except ResourceError as e:
+        raise ConfigError(str(e)) from None
 
 
 def skip_unavailable(cfg: dict[str, Any]) -> None:

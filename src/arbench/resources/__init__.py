@@ -20,7 +20,16 @@ typed in:
   operator costs ``op_overhead_us`` and each FLOP ``1 / (tflops x utilisation)``.
 
 `Estimate` is one job's prediction; `check` raises `ResourceError`, one line naming the job,
-when its memory exceeds its device's.
+when its memory exceeds its device's, or when its runtime cannot be served within a partition's
+time limit (`PARTITION_MINUTES`, the config's ``resources.partition_minutes``): an evaluation
+over the limit (it cannot resume), or a training whose checkpoints lie further apart than the
+limit (a timed-out job, submitted again, resumes from its last checkpoint, so each submission
+must reach one). A training longer than the limit is checkpoint-chained: every submission asks
+for at most the limit (`Estimate.request_minutes`) and the next resumes where it stopped.
+
+A GPU job's host memory is the process's base, the CUDA runtime's host share
+(`CUDA_HOST_BYTES`) and the tensors it keeps on the host beside the device's
+(`arbench.resources.jobs`: the weights as loaded or checkpointed, a batch's token ids).
 """
 
 from __future__ import annotations
@@ -37,7 +46,16 @@ PROBE_FILE = Path(__file__).with_name("probes.json")
 PROBE_MAX = 2048  # a row at most this long is probed at its own length
 FIT_LENGTHS = (256, 512, 1024)  # longer rows: probed here, extrapolated (`_fit`)
 HOST_BASE_BYTES = 1.5 * 2**30  # a job's Python, torch and data besides its tensors
+# what a process that uses CUDA holds on the host besides that: the driver's context, the
+# CUDA runtime's, cuBLAS's and cuDNN's loaded kernel images, the caching allocator's
+# bookkeeping. An assumption (no GPU has measured it here); `make gpu-check` records a GPU
+# process's peak resident set (`peak_rss_mib`) to replace it with
+CUDA_HOST_BYTES = 2.0 * 2**30
 SAFETY = 1.25  # headroom asked of a scheduler over the prediction
+# the longest job a partition takes (minutes): 48 h, a common GPU partition's MaxTime
+# (`sinfo -o "%P %l"` shows a site's); a site sets its own as resources.partition_minutes
+PARTITION_MINUTES = 48 * 60
+START_MINUTES = 5  # what each submission adds to start: Python, torch, the data
 
 
 class ResourceError(ValueError):
@@ -70,6 +88,35 @@ class Device:
         return ops * self.op_overhead_us * 1e-6 + flops / (self.tflops * 1e12 * self.utilisation)
 
 
+def declared_device(resources: Mapping[str, Any]) -> Device:
+    """The device a config's ``resources:`` block declares its jobs on (``device``, one of
+    ``devices``); a name it does not declare is a `ResourceError` naming the key."""
+    name, devices = resources["device"], resources["devices"]
+    if name not in devices:
+        raise ResourceError(
+            f"resources.device: {name!r}; not one of the declared devices "
+            f"(resources.devices: {', '.join(sorted(devices))})"
+        )
+    return Device.from_config(name, devices[name])
+
+
+def check_config(cfg: Mapping[str, Any]) -> None:
+    """The ``resources:`` block of a resolved config, at every scale (only paper scale
+    plans with it, so a typo would otherwise pass every smaller one): its ``device`` is one
+    it declares, and ``expected_steps`` names configured experiments. `ResourceError`
+    naming the key."""
+    block = cfg.get("resources")
+    if not block:
+        return
+    declared_device(block)
+    for name in block.get("expected_steps") or {}:
+        if name not in cfg["experiments"]:
+            raise ResourceError(
+                f"resources.expected_steps.{name}: not a configured experiment "
+                f"(experiments: {', '.join(sorted(cfg['experiments']))})"
+            )
+
+
 @dataclass(frozen=True)
 class Shape:
     """One job's step: ``rows`` sequences of ``length`` tokens, ``supervised`` answers each,
@@ -89,7 +136,10 @@ class Shape:
 
 @dataclass(frozen=True)
 class Estimate:
-    """One job's prediction on its device."""
+    """One job's prediction on its device: ``seconds`` as it is expected to run; where that
+    is an expectation below a hard bound (a load schedule's early stop: `arbench.resources.
+    jobs.train_estimate`), ``bound_seconds`` is the bound (every declared step at the last
+    rung); ``checkpoint_seconds`` is a training's longest time between two checkpoints."""
 
     job: str
     device: str
@@ -97,6 +147,13 @@ class Estimate:
     host_bytes: float
     seconds: float
     shape: Shape
+    bound_seconds: float | None = None
+    checkpoint_seconds: float | None = None
+
+    @property
+    def upper_seconds(self) -> float:
+        """The longest the job can take: its bound where it has one, else its prediction."""
+        return self.seconds if self.bound_seconds is None else self.bound_seconds
 
     @property
     def mem_mb(self) -> int:
@@ -109,17 +166,73 @@ class Estimate:
 
     @property
     def runtime_minutes(self) -> int:
-        """Minutes to ask for: the prediction with `SAFETY`, plus 5 to start, at least 10."""
-        return max(10, int(math.ceil(self.seconds * SAFETY / 60)) + 5)
+        """The job's minutes: the prediction with `SAFETY`, plus `START_MINUTES`, at least
+        10 (what a scheduler is asked for, up to a partition's limit: `request_minutes`)."""
+        return minutes(self.seconds)
+
+    @property
+    def bound_minutes(self) -> int:
+        """`runtime_minutes` of the upper bound (`upper_seconds`)."""
+        return minutes(self.upper_seconds)
+
+    def request_minutes(self, limit: int = PARTITION_MINUTES, attempt: int = 1) -> int:
+        """Minutes one submission asks for: `runtime_minutes`, doubled on each retry (a job
+        that ran out of time resumes from its checkpoint with twice as long), never more
+        than ``limit``; a job longer than ``limit`` is chained, ``limit`` minutes at a time."""
+        return min(int(limit), self.runtime_minutes * 2 ** max(0, int(attempt) - 1))
+
+    def submissions(self, limit: int = PARTITION_MINUTES) -> int:
+        """Submissions of at most ``limit`` minutes its expected runtime takes (1 unless
+        chained), each after the first resuming from the last checkpoint."""
+        return chain_links(self.runtime_minutes, limit)
 
 
-def check(estimate: Estimate, device: Device) -> None:
-    """Raise `ResourceError` naming the job when it needs more memory than its device has."""
+def minutes(seconds: float) -> int:
+    """Minutes to ask for ``seconds`` of predicted work: with `SAFETY`, plus `START_MINUTES`,
+    at least 10."""
+    return max(10, int(math.ceil(seconds * SAFETY / 60)) + START_MINUTES)
+
+
+def chain_links(total_minutes: int, limit: int) -> int:
+    """Submissions of at most ``limit`` minutes, each losing `START_MINUTES` to starting,
+    that ``total_minutes`` (one submission's start included) take."""
+    work, per_link = total_minutes - START_MINUTES, max(1, int(limit) - START_MINUTES)
+    return max(1, -(-work // per_link))
+
+
+def check(estimate: Estimate, device: Device, limit: int | None = None) -> None:
+    """Raise `ResourceError` naming the job when it needs more memory than its device has
+    (or more host memory than a job of that device has beside it); with a partition
+    ``limit`` (minutes), also when it cannot be served within it: an evaluation longer than
+    the limit (evaluations do not resume), or a training whose checkpoints lie more than the
+    limit apart (a submission cut off at the limit would never reach the checkpoint the next
+    one resumes from)."""
     if estimate.device_bytes > device.memory_bytes:
         raise ResourceError(
             f"{estimate.job}: needs {estimate.device_bytes / 2**30:,.1f} GiB on {device.name}, "
             f"which has {device.memory_gib:g} GiB ({estimate.shape.part_rows} rows x "
             f"{estimate.shape.length:,} tokens a pass)"
+        )
+    if estimate.host_bytes > device.host_memory_gib * 2**30:
+        raise ResourceError(
+            f"{estimate.job}: needs {estimate.host_bytes / 2**30:,.1f} GiB of host memory beside "
+            f"{device.name}, whose jobs have {device.host_memory_gib:g} GiB"
+        )
+    if limit is None:
+        return
+    if estimate.job.startswith("evaluate ") and estimate.runtime_minutes > limit:
+        raise ResourceError(
+            f"{estimate.job}: needs {estimate.runtime_minutes:,} minutes on {device.name}, more "
+            f"than the partition limit of {limit:,} (resources.partition_minutes), and an "
+            "evaluation does not resume: shorten it or raise the limit"
+        )
+    ckpt = estimate.checkpoint_seconds
+    if ckpt is not None and estimate.bound_minutes > limit and minutes(ckpt) > limit:
+        raise ResourceError(
+            f"{estimate.job}: its checkpoints lie up to {minutes(ckpt):,} minutes apart on "
+            f"{device.name}, more than the partition limit of {limit:,} "
+            "(resources.partition_minutes) its submissions are chained at: lower "
+            "train.checkpoint_every"
         )
 
 
