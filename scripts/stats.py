@@ -11,11 +11,15 @@ sm = snakemake
 log = setup(sm.log[0], sm.threads)  # first: whatever fails below is logged
 
 from arbench.io import atomic_write_json, read_json
-from arbench.report.experiment import experiment_stats
+from arbench.report.experiment import experiment_stats, with_training
 from arbench.report.reference import load_set
 
 p = sm.params
-evals = [read_json(path) for path in sm.input.evals]
+# each evaluation with its training's wall time, which the eval JSON does not hold
+evals = [
+    with_training(read_json(ev), read_json(final))
+    for ev, final in zip(sm.input.evals, sm.input.finals, strict=True)
+]
 curves = {
     (ev["arm"], ev["seed"]): [json.loads(line) for line in Path(path).read_text().splitlines()]
     for ev, path in zip(evals, sm.input.metrics, strict=True)

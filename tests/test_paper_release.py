@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from arbench.experiment import RunTable
+from arbench.io import sha256_file
 from arbench.paper_release import (
     FORMAT,
     ReleaseError,
@@ -47,18 +48,19 @@ def trained(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("results")
     row = RunTable({"x": EXP}, set()).row("x", "armed")
     run_dir = root / "runs" / "x" / "armed" / "seed0"
-    final = train_run(
-        row.task, row.model, row.train, 0, run_dir, record={"scale": "paper", "arm": "armed"}
-    )
-    _write_eval(root, {"accuracy": 0.25, "rebinding_accuracy": 0.0625}, final["wall_time_s"])
+    train_run(row.task, row.model, row.train, 0, run_dir, record={"scale": "paper", "arm": "armed"})
+    _write_eval(root, {"accuracy": 0.25, "rebinding_accuracy": 0.0625})
     return root
 
 
-def _write_eval(root: Path, scores: dict[str, Any], wall: float) -> Path:
+def _write_eval(root: Path, scores: dict[str, Any], **tie: Any) -> Path:
+    """An eval JSON as `arbench.run.evaluate_run` writes it: tied to the model it scored by
+    its sha256 (that of the run's model.pt unless ``tie`` says otherwise)."""
     path = root / "evals" / "x" / "armed" / "seed0.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     ev = {"experiment": "x", "arm": "armed", "seed": 0, "scores": scores}
-    ev |= {"n_parameters": 1, "state_size_per_layer": 1, "train_wall_time_s": wall}
+    ev |= {"n_parameters": 1, "state_size_per_layer": 1}
+    ev |= tie or {"model_sha256": sha256_file(root / "runs/x/armed/seed0/model.pt")}
     path.write_text(json.dumps(ev))
     return path
 
@@ -95,8 +97,7 @@ def test_publish_refuses_other_scores_for_the_same_fingerprint(
     release = tmp_path / "release"
     _publish(results, release)
     before = record_path(release, "x", "armed", 0).read_bytes()
-    wall = json.loads((results / "runs/x/armed/seed0/final.json").read_text())["wall_time_s"]
-    _write_eval(results, {"accuracy": 0.5, "rebinding_accuracy": 0.0625}, wall)
+    _write_eval(results, {"accuracy": 0.5, "rebinding_accuracy": 0.0625})
     for replace in (False, True):  # never overwritten, even with --replace
         report = _publish(results, release, replace=replace)
         (path, why), *_ = report.refused
@@ -122,9 +123,15 @@ def test_publish_skips_a_run_of_other_settings_or_a_stale_evaluation(results: Pa
     assert settings_check(row, 0, final) is None  # the training loop's own fingerprint
     other = RunTable({"x": {**EXP, "train": {**EXP["train"], "lr": 2e-3}}}, set())
     assert "train.lr" in settings_check(other.row("x", "armed"), 0, final)
-    _write_eval(results, {"accuracy": 0.25}, final["wall_time_s"] + 1)
+    _write_eval(results, {"accuracy": 0.25}, model_sha256="0" * 64)  # of another model
     (path, why), *_ = _publish(results, results / "release").skipped
-    assert path.name == "seed0.json" and "another training" in why
+    assert path.name == "seed0.json" and "scored another model" in why
+    # an eval JSON of before model_sha256 is tied by the training wall time it embedded
+    _write_eval(results, {"accuracy": 0.25}, train_wall_time_s=final["wall_time_s"] + 1)
+    (path, why), *_ = _publish(results, results / "release").skipped
+    assert "another training" in why
+    _write_eval(results, {"accuracy": 0.25}, train_wall_time_s=final["wall_time_s"])
+    assert _publish(results, results / "release").written
 
 
 def _record(tmp_path: Path, results: Path) -> tuple[Path, dict[str, Any]]:

@@ -23,8 +23,20 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from arbench.config import load  # noqa: E402
+from arbench.experiment import RunTable  # noqa: E402
+from arbench.plan import Plan  # noqa: E402
 from arbench.report.reference import load_set, summarise  # noqa: E402
 from arbench.stats import contrast  # noqa: E402
+
+
+def _wall_time(root: str, table: RunTable, ev: dict) -> float:
+    """The training wall time of the run an evaluation scored: its final.json's (an eval JSON
+    holds none), or the eval's own where it was written when it embedded it."""
+    owner, arm = table.owner(ev["experiment"], ev["arm"], ev["seed"])
+    final = Path(root, "runs", owner, arm, f"seed{ev['seed']}", "final.json")
+    if final.exists() or "train_wall_time_s" not in ev:
+        return float(json.loads(final.read_text())["wall_time_s"])
+    return float(ev["train_wall_time_s"])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -33,7 +45,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--experiment", default="paper_mqar")
     ap.add_argument("--root", default=str(ROOT / "results"))
     args = ap.parse_args(argv)
-    exp = load(ROOT / "config.yaml")["experiments"][args.experiment]
+    cfg = load(ROOT / "config.yaml")
+    exp, table = cfg["experiments"][args.experiment], Plan(cfg).table
     ref = load_set(ROOT / exp["reference"]["file"], exp["reference"]["set"])
     ours: dict[str, list[float]] = {}
     print(
@@ -51,7 +64,7 @@ def main(argv: list[str] | None = None) -> None:
             for e in evs
         )
         steps = exp["train"]["steps"]
-        ms = ", ".join(f"{e['train_wall_time_s'] / steps * 1000:.0f}" for e in evs)
+        ms = ", ".join(f"{_wall_time(args.root, table, e) / steps * 1000:.0f}" for e in evs)
         mean = f"{np.mean(ours[arm]):.3f} ({len(evs)})" if evs else "--"
         paper = lock = "--"
         if ref["arms"].get(arm):

@@ -1,4 +1,5 @@
-"""Atomic file writes: a failed job never leaves a partial output behind.
+"""Atomic file writes (a failed job never leaves a partial output behind), JSON reads, and
+the sha256 of a file's bytes.
 
 The temporary file is created with mode 0666 masked by the process umask (0644 under the usual
 022), like any file `open` creates: `tempfile.mkstemp` would make every output 0600, unreadable
@@ -7,6 +8,7 @@ to the group that shares a results folder.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
@@ -57,3 +59,12 @@ def read_json(path: str | Path) -> Any:
     """The JSON document at ``path``."""
     with open(path) as f:
         return json.load(f)
+
+
+def sha256_file(path: str | Path) -> str:
+    """The sha256 of a file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()

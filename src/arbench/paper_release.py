@@ -34,7 +34,7 @@ from typing import Any
 
 from arbench.config.paths import ROOT
 from arbench.experiment import Run, RunTable
-from arbench.io import atomic_write_text
+from arbench.io import atomic_write_text, sha256_file
 
 FORMAT = "arbench-paper-run/1"
 RELEASE_DIR = ROOT / "references" / "arbench_paper_runs"
@@ -162,7 +162,8 @@ def identity_hash(table: RunTable, row: Run) -> str:
 
 
 def as_evaluation(record: Mapping[str, Any]) -> dict[str, Any]:
-    """A record as the eval JSON it was made from (what `experiment_stats` reads)."""
+    """A record as the evaluation `experiment_stats` reads: its eval JSON's fields and its
+    training's wall time (`arbench.report.experiment.with_training`)."""
     return {
         "experiment": record["experiment"],
         "arm": record["arm"],
@@ -178,15 +179,6 @@ def canonical(value: Any) -> str:
     """JSON text that is equal exactly when the values are equal to the last bit (Python
     writes the shortest repr that round-trips each float; NaN equals NaN here)."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
-
-
-def sha256_file(path: str | Path) -> str:
-    """The sha256 of a file's bytes."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def machine() -> dict[str, Any]:
@@ -413,6 +405,25 @@ def publish(
     return report
 
 
+def _scored_another_model(
+    ev: Mapping[str, Any], final: Mapping[str, Any], model_sha256: str, model_path: Path
+) -> str | None:
+    """Why an eval JSON is not of the model at ``model_path`` (None: it is): its
+    ``model_sha256``, the bytes it scored, differs. An eval JSON written before it had one
+    is tied to its training by the wall time it then embedded."""
+    if "model_sha256" in ev:
+        if ev["model_sha256"] == model_sha256:
+            return None
+        return f"the evaluation scored another model than {model_path}: re-evaluate it"
+    if canonical(final.get("wall_time_s")) != canonical(ev.get("train_wall_time_s")):
+        return (
+            f"the evaluation read another training than {model_path.parent / 'final.json'} "
+            f"(its wall time {ev.get('train_wall_time_s')} vs {final.get('wall_time_s')}): "
+            "re-evaluate it"
+        )
+    return None
+
+
 def _publish_one(
     path: Path,
     row: Run,
@@ -439,11 +450,10 @@ def _publish_one(
         return f"unreadable JSON ({err.msg})"
     if final.get("scale", PAPER) != PAPER:
         return f"{final_path}: scale {final.get('scale')!r}, not {PAPER!r}"
-    if canonical(final.get("wall_time_s")) != canonical(ev.get("train_wall_time_s")):
-        return (
-            f"the evaluation read another training than {final_path} (its wall time "
-            f"{ev.get('train_wall_time_s')} vs {final.get('wall_time_s')}): re-evaluate it"
-        )
+    model_sha256 = sha256_file(model_path)
+    why = _scored_another_model(ev, final, model_sha256, model_path)
+    if why:
+        return why
     if (ev.get("experiment"), ev.get("arm"), ev.get("seed")) != (row.experiment, row.name, seed):
         return "the eval JSON names another run than its path"
     why = check(row, seed, final) if check is not None else None
@@ -452,7 +462,7 @@ def _publish_one(
     record = build_record(
         ev,
         final,
-        sha256_file(model_path),
+        model_sha256,
         identity=identity_hash(table, row),
         trained_as=(owner, owner_arm),
         commit=stamp.commit,

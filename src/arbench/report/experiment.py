@@ -24,6 +24,14 @@ from arbench.stats import compare_lock_in, contrast, describe
 from arbench.tasks import build_task
 
 
+def with_training(ev: dict[str, Any], final: dict[str, Any]) -> dict[str, Any]:
+    """An eval JSON with its run's training wall time (``train_wall_time_s``, the final.json's
+    ``wall_time_s``): what `experiment_stats` reads of each run. The eval JSON itself holds
+    nothing that differs between an uninterrupted and a resumed training, so it is the same
+    bytes after a resume; the time lives in final.json, which may differ."""
+    return {**ev, "train_wall_time_s": final["wall_time_s"]}
+
+
 def chance_threshold(floors: dict[str, float], factor: float = CHANCE_FACTOR) -> float:
     """The fallback's accuracy below which a mean is chance, for evaluations that do not
     count their answers (`arbench.report.chance.threshold`)."""
@@ -41,6 +49,8 @@ def experiment_stats(
     reference: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Per-run-arm summaries, single-knob contrasts (at every grid value) and floors.
+
+    ``evals`` are the runs' eval JSONs, each with its training's wall time (`with_training`).
 
     Run arms keep the config's order. ``layout`` (the task's declaration, "grid" for an
     experiment with a grid, or the experiment's own) says how the table and figure render; a

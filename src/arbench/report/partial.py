@@ -32,7 +32,7 @@ from arbench.config.paths import ROOT
 from arbench.experiment import Run, RunTable, runs_of, value_label
 from arbench.io import atomic_write_json, atomic_write_text
 from arbench.paper_release import as_evaluation, identity_hash
-from arbench.report.experiment import experiment_stats
+from arbench.report.experiment import experiment_stats, with_training
 
 RESULTS = "results"  # an evaluation read from the results root
 RELEASE = "release"  # one read from the release of our paper-scale runs
@@ -97,6 +97,7 @@ def gather(
                 path = root / "evals" / name / row.name / f"seed{seed}.json" if root else None
                 if path is not None and path.exists():
                     ev = json.loads(path.read_text())
+                    ev = _timed(ev, path, root, table.owner(name, row.name, seed), seed)
                     if record is not None and _scores(ev) != _scores(record):
                         out.disagree.append((path, rel_path))
                     found.append(Evaluation(name, row.name, seed, RESULTS, path, ev))
@@ -105,6 +106,20 @@ def gather(
                     found.append(Evaluation(name, row.name, seed, RELEASE, rel_path, ev))
         out.evals[name] = found
     return out
+
+
+def _timed(
+    ev: dict[str, Any], path: Path, root: Path, owner: tuple[str, str], seed: int
+) -> dict[str, Any]:
+    """An eval JSON of the results root with its training's wall time, from the final.json
+    of the run it scored (trained by ``owner``, `arbench.report.experiment.with_training`);
+    an eval JSON written when it embedded the time keeps its own where that file is gone."""
+    final = root / "runs" / owner[0] / owner[1] / f"seed{seed}" / "final.json"
+    if final.exists():
+        return with_training(ev, json.loads(final.read_text()))
+    if "train_wall_time_s" in ev:
+        return ev
+    raise ValueError(f"{path}: no {final}, the training it scored, to give its wall time")
 
 
 def _scores(doc: Mapping[str, Any]) -> str:
