@@ -268,3 +268,19 @@ def test_a_corrupt_model_file_is_one_line_naming_it_and_what_to_do(
     said = str(caught.value)
     assert said.startswith(f"{path}: unreadable (") and "delete it and rerun" in said
     assert "\n" not in said and caught.value.__cause__ is None
+
+
+def test_running_out_of_memory_while_loading_keeps_the_checkpoint(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Out of memory says nothing about the file: the error is the job's, the checkpoint stays."""
+    _run(tmp_path / "run", stop_after=12)
+
+    def no_memory(*_a, **_k):
+        raise torch.OutOfMemoryError("CUDA out of memory")
+
+    monkeypatch.setattr(torch, "load", no_memory)
+    with pytest.raises(torch.OutOfMemoryError):
+        _run(tmp_path / "run")
+    assert (tmp_path / "run" / "checkpoint.pt").exists()
+    assert not (tmp_path / "run" / "checkpoint.pt.corrupt").exists()

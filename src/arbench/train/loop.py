@@ -408,6 +408,10 @@ def _remove_stale_temps(run_dir: Path, say: Any) -> None:
         tmp.unlink(missing_ok=True)
 
 
+# what says nothing about a file's bytes: a checkpoint that met these is kept, not set aside
+OUT_OF_MEMORY = (MemoryError, torch.OutOfMemoryError)
+
+
 class UnreadableFile(RuntimeError):
     """A checkpoint or model file torch cannot read: truncated, overwritten or not torch's.
     Its message is one line naming the file, torch's error and (``advice``) what to do."""
@@ -429,7 +433,7 @@ def _torch_file(path: Path, map_location: Any) -> Any:
     file). A missing file stays a FileNotFoundError."""
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
-    except FileNotFoundError:
+    except (FileNotFoundError, *OUT_OF_MEMORY):
         raise
     except Exception as err:
         raise UnreadableFile(path, _one_line(err)) from None
@@ -578,6 +582,8 @@ def _train(
             for h in hooks:
                 if h.state_key is not None:
                     h.load_state(ck[h.state_key])
+        except OUT_OF_MEMORY:
+            raise
         except Exception as err:  # a checkpoint of these settings that does not fit the run
             _set_aside(ckpt_path, f"cannot be resumed ({_one_line(err)})", note)
             (model, hooks, opt), start, lines = fresh(), 0, []
