@@ -206,6 +206,7 @@ def _config(**train_extra) -> dict:
     raw["experiments"] = {"factorial": raw["experiments"]["factorial"], "spread_check": exp}
     raw["scales"] = {name: {} for name in raw["scales"]}  # every scale, none changing it
     raw["studies"] = {}  # the repository's studies name experiments left out here
+    raw["resources"].pop("expected_steps", None)  # so does the resource model's expected stop
     return raw
 
 
