@@ -5,7 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from arbench.kernels.scalar_decay import scalar_decay_chunked, scalar_decay_recurrent
+from arbench.kernels.scalar_decay import (
+    _factorable_chunk,
+    scalar_decay_chunked,
+    scalar_decay_recurrent,
+)
 
 
 def scalar_inputs(randn, dtype: torch.dtype, decay: bool) -> list[torch.Tensor]:
@@ -93,3 +97,59 @@ def test_shared_qk_heads_chunked_matches_recurrent_values_and_gradients(heads: i
         assert rel_err(a, want) < 1e-10
     swapped = scalar_decay_chunked(q, k, v, ld.flip(1), s0, chunk_size=8)[1]
     assert rel_err(swapped, scalar_decay_recurrent(q, k, v, ld, s0)[1]) > 1e-3
+
+
+def _shared_case(randn, dtype: torch.dtype, heads: int, t: int, scale: float):
+    """One q, k (B,1,T,dk) for `heads` heads; log-decays -softplus(N(0,1) * 3) * scale, so the
+    heads mix near-zero and strong decays (scale 60 reaches -600 and more per step)."""
+    b, dk, dv = 2, 5, 3
+    q, k = (randn(b, 1, t, dk, seed=s, dtype=dtype) for s in (11, 12))
+    v = randn(b, heads, t, dv, seed=13, dtype=dtype)
+    s0 = randn(b, heads, dk, dv, seed=14, dtype=dtype)
+    ld = -torch.nn.functional.softplus(randn(b, heads, t, seed=15, dtype=dtype) * 3) * scale
+    return [x.requires_grad_() for x in (q, k, v, ld, s0)]
+
+
+@pytest.mark.parametrize("scale", [0.1, 1.0, 60.0])
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-4), (torch.float64, 1e-10)])
+@pytest.mark.parametrize("t,chunk", [(21, 8), (40, 16), (7, 16)])
+def test_shared_heads_factored_path_matches_recurrent(
+    scale: float, dtype: torch.dtype, tol: float, t: int, chunk: int, randn, rel_err
+):
+    """The shared-heads path (one masked Q K^T per chunk for all heads, decays factored about
+    the chunk's middle, a hand-written backward) against the step-by-step form: outputs, final
+    state and the gradient of every input, for mild, mixed and strong decays (strong ones
+    shrink the chunk until the factors stay in range; nothing may overflow)."""
+    ins = _shared_case(randn, dtype, 3, t, scale)
+    o_r, s_r = scalar_decay_recurrent(*ins)
+    o_c, s_c = scalar_decay_chunked(*ins, chunk_size=chunk)
+    assert torch.isfinite(o_c).all() and torch.isfinite(s_c).all()
+    assert rel_err(o_c, o_r) < tol and rel_err(s_c, s_r) < tol
+    w_o, w_s = (randn(*x.shape, seed=s, dtype=dtype) for x, s in ((o_r, 16), (s_r, 17)))
+    g_r = torch.autograd.grad((o_r * w_o).sum() + (s_r * w_s).sum(), ins)
+    g_c = torch.autograd.grad((o_c * w_o).sum() + (s_c * w_s).sum(), ins)
+    for name, a, want in zip(("q", "k", "v", "log_decay", "s0"), g_c, g_r, strict=True):
+        assert torch.isfinite(a).all(), name
+        assert rel_err(a, want) < tol, name
+
+
+def test_shared_heads_chunk_shrinks_only_for_strong_decays(randn):
+    """Mild decays keep the requested chunk; decays whose in-chunk range would overflow the
+    factors halve it, down to one step (which always fits)."""
+    mild = _shared_case(randn, torch.float32, 3, 40, 0.1)[3].detach()
+    assert _factorable_chunk(mild, 16) == 16
+    strong = _shared_case(randn, torch.float32, 3, 40, 60.0)[3].detach()
+    assert 1 <= _factorable_chunk(strong, 16) < 16
+    assert _factorable_chunk(torch.full((1, 2, 9), -1e4), 8) == 1
+
+
+def test_shared_heads_gradients_from_outputs_or_state_alone(randn, rel_err):
+    """A loss on the outputs alone, or on the final state alone (the other output's gradient
+    arrives as zeros), gives the recurrent form's gradients; without an initial state too."""
+    q, k, v, ld, _ = _shared_case(randn, torch.float64, 4, 21, 1.0)
+    ins = [q, k, v, ld]
+    for pick in (0, 1):
+        got = torch.autograd.grad(scalar_decay_chunked(*ins, chunk_size=8)[pick].sum(), ins)
+        want = torch.autograd.grad(scalar_decay_recurrent(*ins)[pick].sum(), ins, allow_unused=True)
+        for a, b in zip(got, want, strict=True):
+            assert rel_err(a, torch.zeros_like(a) if b is None else b) < 1e-10

@@ -15,6 +15,13 @@ s <= t and 0 otherwise. L is built from the segment sum g_t - g_s with the s > t
 the backward pass. Chunks are carried by S_{n+1} = e^{g_C} S_n + (K * e^{g_C-g})^T V. The decayed
 intra-chunk term has a hand-written backward (first derivatives only; no double backward), and
 the carry is `scan.diagonal_scan` (a plain prefix sum when log_decay is None).
+
+When q and k are shared by all heads (Mamba-2's one group of B and C) the chunked form takes
+`_SharedHeads` instead: the heads' value columns side by side, one masked Q K^T per chunk for
+all of them, and the decays factored about each chunk's middle, e^{g_t-g_s} = e^{g_t-r} e^{r-g_s},
+with the chunk halved until both exponents stay within `pairwise_tree.FACTOR_REACH`
+(`_factorable_chunk`: a one-step chunk always fits), so the factors cannot overflow however
+strong the learned decay. Forward and backward are hand-written.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from arbench.kernels.common import causal_mask, check_shapes, fit_chunk, from_chunks, to_chunks
+from arbench.kernels.pairwise_tree import FACTOR_REACH
 from arbench.kernels.scan import diagonal_scan
 
 
@@ -122,31 +130,140 @@ class _IntraChunk(torch.autograd.Function):
         return d_q, d_k, d_v, d_g
 
 
-def _shared_heads_carry(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, s0: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The carried-state terms when q and k (B,N,C,dk) are shared by all H heads (Mamba-2's
-    one group): (each chunk's read of the state entering it, (B,H,N,C,dv); the final state).
+def _factorable_chunk(log_decay: torch.Tensor, c: int) -> int:
+    """The largest power-of-two chunk <= c whose in-chunk decays factor within FACTOR_REACH.
 
-    The heads' states sit side by side as one (dk, H*dv) state whose columns decay at their
-    head's rate, so every product is one matmul over all heads, (C x dk) by (dk x H dv),
-    instead of H small ones (at Mamba-2's 8 heads of 16 x 8 blocks the small batched
-    products were most of a training step). The per-head factors e^{g_t} (read) and
-    e^{g_C - g_t} (write) scale rows of V and of the read, which k and q do not depend on.
+    The shared-heads path writes e^{g_t - g_s} = e^{g_t - r} e^{r - g_s} with r midway between
+    the chunk's first and last cumulative log-decay, so both exponents reach at most
+    (g_1 - g_C) / 2 = -(l_2 + ... + l_C) / 2 (the first step's own decay does not enter). A
+    chunk of one step reaches 0, so the halving always ends.
     """
-    b, h, n, c, dv = v.shape
-    dk = q.shape[-1]
+    t = log_decay.shape[-1]
+    bound = FACTOR_REACH.get(log_decay.dtype, 0.0)
+    with torch.no_grad():
+        while c > 1:
+            n = -(-t // c)
+            tail = to_chunks(log_decay[..., None], n, c)[..., 1:, 0]  # (B,H,N,C-1)
+            if float(tail.sum(-1).min()) >= -2.0 * bound:
+                break
+            c //= 2
+    return c
 
-    def packed(x: torch.Tensor) -> torch.Tensor:  # (B,H,N,C,dv) -> (B,N,C,H*dv)
-        return x.permute(0, 2, 3, 1, 4).reshape(b, n, c, h * dv)
 
-    writes = k.transpose(-1, -2) @ packed(v * (g[..., -1:] - g).exp()[..., None])  # (B,N,dk,H dv)
-    decay = g[..., -1].exp().transpose(1, 2)[:, None, :, None, :, None]  # (B,1,N,1,H,1)
-    decay = decay.expand(b, 1, n, 1, h, dv).reshape(b, 1, n, 1, h * dv)
-    start = s0.transpose(1, 2).reshape(b, 1, dk, h * dv)
-    starts, final = diagonal_scan(decay, writes[:, None], start)  # (B,1,N,dk,H dv)
-    read = (q @ starts[:, 0]).view(b, n, c, h, dv).permute(0, 3, 1, 2, 4)
-    return read * g.exp()[..., None], final.view(b, dk, h, dv).transpose(1, 2)
+def _per_column(x: torch.Tensor, dv: int) -> torch.Tensor:
+    """(..., H) per-head factors repeated over each head's dv value columns: (..., H*dv),
+    contiguous (a product with a factor broadcast along the innermost axis is several times
+    slower on CPU than one with a full tensor)."""
+    return x[..., None].expand(*x.shape, dv).reshape(*x.shape[:-1], x.shape[-1] * dv)
+
+
+def _head_sums(x: torch.Tensor, h: int) -> torch.Tensor:
+    """(..., H*dv) -> (..., H): each head's sum over its value columns (as a matrix-vector
+    product, about twice as fast as a sum over a short innermost axis)."""
+    return (x.reshape(-1, x.shape[-1] // h) @ x.new_ones(x.shape[-1] // h)).view(*x.shape[:-1], h)
+
+
+def _pad_time(x: torch.Tensor, total: int) -> torch.Tensor:
+    """(B,T,...) zero-padded along time (axis 1) to `total` steps, contiguous."""
+    if x.shape[1] == total:
+        return x.contiguous()
+    out = x.new_zeros(x.shape[0], total, *x.shape[2:])
+    out[:, : x.shape[1]] = x
+    return out
+
+
+class _SharedHeads(torch.autograd.Function):
+    """Scalar-decay attention with one q and k (B,T,dk) for all H heads (Mamba-2's one group),
+    chunked, with a hand-written backward.
+
+    The heads' value columns sit side by side ((.., H*dv) wide), so each product is one matmul
+    over all heads. With g the in-chunk cumulative log-decay per head and r_h midway between
+    its first and last value in the chunk (`_factorable_chunk` keeps g - r and r - g within
+    FACTOR_REACH, so nothing overflows),
+        O_t = e^{g_t - r} sum_{s<=t} (q_t . k_s) Y_s + e^{g_t} q_t S_n,   Y_s = e^{r - g_s} v_s,
+        S_{n+1} = e^{g_C} S_n + e^{g_C - r} K^T Y,
+    i.e. one masked (C x C) Q K^T per chunk for all heads, and per-head factors that scale
+    columns. r is a constant of the factorisation (the values do not depend on it), so the
+    backward does not differentiate it. Backward: with dA = e^{g-r} dO, dR = e^{g} dO and the
+    reverse carry G_n = e^{g_C} G_{n+1} + Q^T dR (G_N = dS_final, dW_n = G_{n+1}),
+        dY = M^T dA + K (e^{g_C-r} dW),  dM = dA Y^T (masked),  dV = e^{r-g} dY,
+        dg_t = sum_cols(O dO - Y dY)_t  [+ sum(dW S_{n+1}) at t = C],
+    and the log-decay gradient is dg summed from t to the chunk end.
+    """
+
+    @staticmethod
+    def forward(
+        ctx: Any,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        log_decay: torch.Tensor,
+        s0: torch.Tensor,
+        c: int,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        b, h, t, dv = v.shape
+        dk, n = q.shape[-1], -(-t // c)
+        hv, total = h * dv, n * c
+        qc = _pad_time(q, total).view(b, n, c, dk)
+        kc = _pad_time(k, total).view(b, n, c, dk)
+        g = _pad_time(log_decay.transpose(1, 2), total).view(b, n, c, h).cumsum(2)
+        ref = 0.5 * (g[:, :, :1] + g[:, :, -1:])  # (B,N,1,H)
+        e_out = _per_column((g - ref).exp(), dv)  # (B,N,C,H dv): e^{g - r}
+        e_in = _per_column((ref - g).exp(), dv)  # e^{r - g}
+        e_read = _per_column(g.exp(), dv)  # e^{g}
+        e_write = _per_column((g[:, :, -1:] - ref).exp(), dv)  # (B,N,1,H dv): e^{g_C - r}
+        e_chunk = _per_column(g[:, :, -1:].exp(), dv)  # e^{g_C}
+        y = v.new_zeros(b, total, h, dv)
+        torch.mul(v.transpose(1, 2), e_in.view(b, total, h, dv)[:, :t], out=y[:, :t])
+        y = y.view(b, n, c, hv)
+        scores = (qc @ kc.transpose(-1, -2)).mul_(causal_mask(c, q))  # (B,N,C,C)
+        o = (scores @ y).mul_(e_out)  # the in-chunk terms
+        writes = (kc.transpose(-1, -2) @ y).mul_(e_write)  # (B,N,dk,H dv)
+        states = v.new_empty(b, n + 1, dk, hv)  # states[:, i]: the state entering chunk i
+        states[:, 0] = s0.transpose(1, 2).reshape(b, dk, hv)
+        for i in range(n):
+            o[:, i].addcmul_(e_read[:, i], torch.bmm(qc[:, i], states[:, i]))
+            torch.addcmul(writes[:, i], e_chunk[:, i], states[:, i], out=states[:, i + 1])
+        ctx.save_for_backward(qc, kc, scores, y, o, states, e_out, e_in, e_read, e_write, e_chunk)
+        ctx.shape = (b, h, t, dk, dv, n, c)
+        out = o.view(b, total, h, dv)[:, :t].transpose(1, 2)
+        return out, states[:, n].view(b, dk, h, dv).transpose(1, 2)
+
+    @staticmethod
+    @once_differentiable
+    def backward(
+        ctx: Any, d_out: torch.Tensor, d_final: torch.Tensor
+    ) -> tuple[torch.Tensor | None, ...]:
+        qc, kc, scores, y, o, states, e_out, e_in, e_read, e_write, e_chunk = ctx.saved_tensors
+        b, h, t, dk, dv, n, c = ctx.shape
+        hv, total = h * dv, n * c
+        d_o = _pad_time(d_out.transpose(1, 2), total).view(b, n, c, hv)
+        d_a = d_o * e_out
+        d_r = d_o * e_read
+        d_g = o * d_o  # the output factors' share of dg (before the sum over columns)
+        d_scores = (d_a @ y.transpose(-1, -2)).mul_(causal_mask(c, d_o))
+        d_y = scores.transpose(-1, -2) @ d_a
+        d_q = d_scores @ kc
+        reads = qc.transpose(-1, -2) @ d_r  # (B,N,dk,H dv): Q^T dR per chunk
+        grads = d_o.new_empty(b, n + 1, dk, hv)  # grads[:, i]: dL/d(state entering chunk i)
+        grads[:, n] = d_final.transpose(1, 2).reshape(b, dk, hv)
+        for i in range(n - 1, -1, -1):
+            d_q[:, i] += torch.bmm(d_r[:, i], states[:, i].transpose(-1, -2))
+            torch.addcmul(reads[:, i], e_chunk[:, i], grads[:, i + 1], out=grads[:, i])
+        d_writes = grads[:, 1:]
+        d_carry = _head_sums((d_writes * states[:, 1:]).sum(2), h)  # (B,N,H): at t = C
+        d_writes = d_writes * e_write
+        d_y += kc @ d_writes
+        d_k = d_scores.transpose(-1, -2) @ qc + y @ d_writes.transpose(-1, -2)
+        d_g.addcmul_(y, d_y, value=-1.0)
+        d_g = _head_sums(d_g, h)  # (B,N,C,H)
+        d_g[:, :, -1] += d_carry
+        d_log = d_g.flip(2).cumsum(2).flip(2)  # dl_t = sum_{t' >= t} dg_t'
+        d_v = d_y.mul_(e_in).view(b, total, h, dv)[:, :t].transpose(1, 2)
+        d_log = d_log.view(b, total, h)[:, :t].transpose(1, 2)
+        d_q, d_k = (x.view(b, total, dk)[:, :t] for x in (d_q, d_k))
+        d_s0 = grads[:, 0].view(b, dk, h, dv).transpose(1, 2)
+        return d_q, d_k, d_v, d_log, d_s0, None
 
 
 def scalar_decay_chunked(
@@ -166,13 +283,12 @@ def scalar_decay_chunked(
     if t == 0:
         return v.new_zeros(b, h, 0, dv), s
     c = fit_chunk(chunk_size, t)
+    if log_decay is not None and q.shape[1] == 1 < h:  # one B and C for every head
+        c = _factorable_chunk(log_decay, c)
+        return _SharedHeads.apply(q[:, 0], k[:, 0], v, log_decay, s, c)
     n = -(-t // c)
     # Zero padding (k = v = 0, log-decay 0) makes the padded steps identities on the state.
     qc, kc, vc = (to_chunks(x, n, c) for x in (q, k, v))
-    if log_decay is not None and q.shape[1] == 1 < h:  # one B and C for every head
-        g = to_chunks(log_decay, n, c).cumsum(-1)  # (B,H,N,C)
-        read, s = _shared_heads_carry(qc[:, 0], kc[:, 0], vc, g, s)
-        return from_chunks(read + _IntraChunk.apply(qc, kc, vc, g), t), s
     if log_decay is not None:
         g = to_chunks(log_decay, n, c).cumsum(-1)  # (B,H,N,C)
         intra = _IntraChunk.apply(qc, kc, vc, g)  # (B,H,N,C,dv)
