@@ -69,13 +69,15 @@ def plan(scale: str, root: Path = ROOT) -> list[dict[str, Any]]:
 def differences(old: list[dict[str, Any]], new: list[dict[str, Any]], limit: int = 5) -> list[str]:
     """The jobs only one side plans (by outputs), and those whose settings differ."""
     key = lambda j: (j["rule"], tuple(j["output"]))  # noqa: E731
+    # a job without outputs (rule all) is named by its rule alone
+    name = lambda k: f"{k[0]} -> {k[1][0]}" if k[1] else k[0]  # noqa: E731
     a, b = {key(j): j for j in old}, {key(j): j for j in new}
-    out = [f"only in the snapshot: {k[0]} -> {k[1][0]}" for k in a.keys() - b.keys()]
-    out += [f"only planned now: {k[0]} -> {k[1][0]}" for k in b.keys() - a.keys()]
+    out = [f"only in the snapshot: {name(k)}" for k in a.keys() - b.keys()]
+    out += [f"only planned now: {name(k)}" for k in b.keys() - a.keys()]
     for k in a.keys() & b.keys():
         if a[k] != b[k]:
             fields = sorted(f for f in a[k] if a[k][f] != b[k].get(f))
-            out.append(f"{k[0]} -> {k[1][0]}: {', '.join(fields)} differ")
+            out.append(f"{name(k)}: {', '.join(fields)} differ")
     return sorted(out)[:limit] + ([f"... {len(out) - limit} more"] if len(out) > limit else [])
 
 
