@@ -12,7 +12,7 @@ log = setup(sm.log[0], sm.threads)  # first: whatever fails below is logged
 
 from arbench.io import atomic_write_json, read_json
 from arbench.report.experiment import experiment_stats, with_training
-from arbench.report.reference import load_set
+from arbench.report.reference import load_reference
 
 p = sm.params
 # each evaluation with its training's wall time, which the eval JSON does not hold
@@ -27,7 +27,7 @@ curves = {
 reports = {path: read_json(path) for path in sm.input.gates}
 self_tests = {arm: reports[path].get("self_tests", {}) for arm, path in p.gates.items()}
 ref = p.experiment.get("reference")
-reference = load_set(sm.input.reference[0], ref["set"]) if ref else None
+reference = load_reference(sm.input.reference[0], ref["set"]) if ref else None
 stats = experiment_stats(
     sm.wildcards.experiment, p.experiment, evals, p.scale, p.layout, curves, self_tests, reference
 )

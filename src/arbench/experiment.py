@@ -7,7 +7,11 @@ declaration becomes arms before this (`arbench.frontier_arms`), a scale's rewrit
 
 * a **run arm** is one (arm, grid value): ``<arm>-<leaf><value>`` (``delta-pairs16``), or the
   arm itself without a grid. `runs_of` gives an experiment's run arms as `Run` rows, each with
-  its resolved task, model, train and evaluation settings;
+  its resolved task, model, train and evaluation settings. Two grid options shape the rows:
+  ``with`` gives other settings one value per grid value (``with: {train.steps: [3000, 4000,
+  6000]}`` beside ``values: [8, 16, 32]``: the paper's steps grow with K), set like the grid key
+  itself; ``arms`` runs the arms it names at a subset of the values only (``arms: {armed_gdn:
+  [1.0e-3, 3.0e-3]}``: the paper swept some arms over fewer rates), every other arm at all;
 * the **run table** (`RunTable`) holds every row of a config, with the two things decided
   across experiments: the stream **dataset** a row reads (one per distinct task block of an
   experiment: its name, ``-<arm>`` for an arm that changes the task, ``-<leaf><value>`` per
@@ -52,9 +56,34 @@ def run_arm_name(exp: Mapping[str, Any], arm: str, value: Any) -> str:
     return arm if value is None else f"{arm}-{point_label(exp, value)}"
 
 
-def grid_values(exp: Mapping[str, Any]) -> list[Any]:
-    """The grid's values, or ``[None]`` for an experiment without a grid."""
-    return list(exp["grid"]["values"]) if exp.get("grid") else [None]
+def grid_values(exp: Mapping[str, Any], arm: str | None = None) -> list[Any]:
+    """The grid's values, or ``[None]`` for an experiment without a grid; for ``arm``, the
+    values it runs at (the grid's ``arms`` may name a subset, in the grid's order)."""
+    if not exp.get("grid"):
+        return [None]
+    values = list(exp["grid"]["values"])
+    subset = (exp["grid"].get("arms") or {}).get(arm) if arm is not None else None
+    return values if subset is None else [v for v in values if v in subset]
+
+
+def grid_settings(grid: Mapping[str, Any], value: Any) -> list[tuple[str, Any]]:
+    """The settings one grid value gives a run arm, as (dotted key, value): the grid key's,
+    then each ``with`` key's entry at the same position as ``value`` in the grid's values."""
+    at = list(grid["values"]).index(value)
+    return [(grid["key"], value)] + [(k, vs[at]) for k, vs in (grid.get("with") or {}).items()]
+
+
+def restrict_grid(grid: Mapping[str, Any], keep: Any) -> dict[str, Any]:
+    """A copy of ``grid`` with only the values ``keep(value)`` accepts, its ``with`` lists and
+    ``arms`` subsets cut alike (an arm left with no value keeps an empty list)."""
+    kept = [i for i, v in enumerate(grid["values"]) if keep(v)]
+    out = copy.deepcopy(dict(grid))
+    out["values"] = [grid["values"][i] for i in kept]
+    if grid.get("with"):
+        out["with"] = {k: [vs[i] for i in kept] for k, vs in grid["with"].items()}
+    if grid.get("arms"):
+        out["arms"] = {a: [v for v in vs if v in out["values"]] for a, vs in grid["arms"].items()}
+    return out
 
 
 def grid_default(exp: Mapping[str, Any]) -> Any:
@@ -90,17 +119,18 @@ def family_of(exp: Mapping[str, Any], arm: str) -> str:
 
 def _block(exp: Mapping[str, Any], block: str, arm: str, value: Any) -> dict[str, Any]:
     """The experiment's ``block`` as one run arm sees it: the arm's own settings for the block
-    over the experiment's, then the grid key, where it points into this block, set to the
-    run arm's value."""
+    over the experiment's, then the grid key and each of the grid's ``with`` keys, where they
+    point into this block, set to the run arm's value (`grid_settings`)."""
     out = copy.deepcopy({**exp[block], **exp["arms"][arm].get(block, {})})
     grid = exp.get("grid")
     if grid is not None:
-        first, *middle, leaf = grid["key"].split(".")
-        if first == block:
-            node = out
-            for part in middle:
-                node = node.setdefault(part, {})
-            node[leaf] = value
+        for key, setting in grid_settings(grid, value):
+            first, *middle, leaf = key.split(".")
+            if first == block:
+                node = out
+                for part in middle:
+                    node = node.setdefault(part, {})
+                node[leaf] = setting
     return out
 
 
@@ -178,7 +208,8 @@ def _train(exp: Mapping[str, Any], arm: str, value: Any) -> dict[str, Any]:
 
 
 def runs_of(name: str, exp: Mapping[str, Any]) -> list[Run]:
-    """Every run arm of one experiment (arm-major, in config order) as a row."""
+    """Every run arm of one experiment (arm-major, in config order) as a row: each arm at each
+    grid value it runs at (`grid_values`)."""
     return [
         Run(
             experiment=name,
@@ -194,7 +225,7 @@ def runs_of(name: str, exp: Mapping[str, Any]) -> list[Run]:
             seeds=seeds_of(exp, arm),
         )
         for arm in exp["arms"]
-        for value in grid_values(exp)
+        for value in grid_values(exp, arm)
     ]
 
 

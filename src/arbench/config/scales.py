@@ -6,6 +6,12 @@ level, e.g. every experiment), whose `drop_arms` map names, per experiment, arms
 does not run (`drop_arms`: recorded as skipped, so a claim on one reads "not run at this
 scale"), and whose `measures` list (where present) names the experiments whose numbers the
 scale measures: every other one runs only to exercise its path and is marked ``path_only``.
+
+A rule that reaches an experiment's setting also reaches that setting's per-value list in the
+experiment's grid (``grid.with``, `arbench.experiment.grid_settings`), entry by entry: the
+paper's K-sweep gives ``train.steps`` one value per K, and a scale's
+``experiments.*.train.steps`` (a factor, or a value set) applies to each of them, as it would
+to the block's own.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from typing import Any
 
 from arbench.config.errors import ConfigError
 from arbench.config.loading import dealias
+from arbench.experiment import point_label, restrict_grid
 
 
 def _paths(
@@ -43,6 +50,62 @@ def _paths(
     return found
 
 
+def _grid_lists(cfg: dict[str, Any], here: str) -> list[tuple[list[Any], str]]:
+    """The grid ``with`` lists a rule at the concrete path ``here`` also reaches: for
+    ``experiments.<e>.<block>.<key...>``, each list of that experiment's ``grid.with`` whose key
+    is that setting or lies inside it, with the rest of its key below ``here`` ("" for the
+    setting itself)."""
+    parts = here.split(".")
+    if len(parts) < 3 or parts[0] != "experiments":
+        return []
+    exp = (cfg.get("experiments") or {}).get(parts[1])
+    lists = ((exp or {}).get("grid") or {}).get("with") if isinstance(exp, dict) else None
+    if not isinstance(lists, dict):
+        return []
+    setting = ".".join(parts[2:])
+    return [
+        (values, key[len(setting) :].lstrip("."))
+        for key, values in lists.items()
+        if isinstance(values, list) and (key == setting or key.startswith(f"{setting}."))
+    ]
+
+
+def _cuts_grid(here: str, parent: dict[str, Any], key: str, value: Any) -> bool:
+    """Whether a set rule at ``here`` gives an experiment's grid a subset of its values
+    (``experiments.<e>.grid.values``): its per-value ``with`` lists and its ``arms`` subsets
+    are then cut to the values kept (`arbench.experiment.restrict_grid`), so a scale names
+    the values it runs and nothing else. Values outside the grid's own are set as any value
+    is, and the ``with`` lists must then be set too (validation names them)."""
+    parts = here.split(".")
+    if len(parts) != 4 or parts[0] != "experiments" or parts[2:] != ["grid", "values"]:
+        return False
+    if not (parent.get("with") or parent.get("arms")) or not isinstance(value, list):
+        return False
+    return all(v in parent[key] for v in value)
+
+
+def _cut_reference(exp: dict[str, Any], values: list[Any]) -> None:
+    """Drop the reference sets an experiment places at grid values a scale no longer runs
+    (``reference.set: [{set, at}]``, ``at`` a value's label): the sets left are those of the
+    values kept and those placed at none; with none left, the reference goes."""
+    ref = exp.get("reference")
+    if not isinstance(ref, dict) or not isinstance(ref.get("set"), list):
+        return
+    kept = {point_label(exp, v) for v in values}
+    ref["set"] = [s for s in ref["set"] if not isinstance(s, dict) or s.get("at") in (None, *kept)]
+    if not ref["set"]:
+        del exp["reference"]
+
+
+def _inside(value: Any, rest: str) -> tuple[bool, Any]:
+    """``value`` at the dotted ``rest`` below it (whether it is there, and what)."""
+    for part in rest.split(".") if rest else []:
+        if not isinstance(value, dict) or part not in value:
+            return False, None
+        value = value[part]
+    return True, value
+
+
 def apply_scale(config: dict[str, Any]) -> dict[str, Any]:
     """Return an unaliased copy of ``config`` with its chosen scale's rewrites applied."""
     cfg = dealias(config)
@@ -58,12 +121,33 @@ def apply_scale(config: dict[str, Any]) -> dict[str, Any]:
                 raise ConfigError(
                     f"scales.{scale}.multiply {dotted!r}: {here} is {old!r}, not a number"
                 )
-            new = old * factor
-            parent[key] = max(1, round(new)) if isinstance(old, int) else new
+            parent[key] = _times(old, factor)
+            for values, rest in _grid_lists(cfg, here):
+                if not rest:  # the setting's own per-value list
+                    values[:] = [_times(v, factor) for v in values]
     for dotted, value in (rules.get("set") or {}).items():
-        for parent, key, _ in _paths(cfg, dotted, f"scales.{scale}.set"):
+        for parent, key, here in _paths(cfg, dotted, f"scales.{scale}.set"):
+            if _cuts_grid(here, parent, key, value):  # its ``with`` and ``arms`` follow
+                at = [parent[key].index(v) for v in value]
+                lists = parent.get("with") or {}
+                parent["with"] = {k: [vs[i] for i in at] for k, vs in lists.items()}
+                if not lists:
+                    del parent["with"]
+                parent.update(restrict_grid({**parent, key: value}, lambda v: True))
+                _cut_reference(cfg["experiments"][here.split(".")[1]], value)
+                continue
             parent[key] = copy.deepcopy(value)
+            for values, rest in _grid_lists(cfg, here):
+                there, setting = _inside(value, rest)
+                if there:  # the value set holds this setting: every grid value takes it
+                    values[:] = [copy.deepcopy(setting) for _ in values]
     return cfg
+
+
+def _times(old: Any, factor: float) -> Any:
+    """A number scaled by ``factor``: an integer stays a whole number of at least 1."""
+    new = old * factor
+    return max(1, round(new)) if isinstance(old, int) and not isinstance(old, bool) else new
 
 
 def drop_arms(cfg: dict[str, Any]) -> None:
@@ -92,11 +176,14 @@ def drop_arms(cfg: dict[str, Any]) -> None:
         why = f"not run at scale {scale} ({where})"
         skipped = exp.setdefault("skipped", {"arms": {}, "contrasts": []})
         seeds = exp.get("seeds")
+        subsets = (exp.get("grid") or {}).get("arms")
         for arm in arms:
             del have[arm]
             skipped["arms"][arm] = why
             if isinstance(seeds, dict):  # its seed count goes with it (a mapping per arm)
                 seeds.pop(arm, None)
+            if isinstance(subsets, dict):  # and its grid values (the grid's ``arms``)
+                subsets.pop(arm, None)
         contrasts = exp.get("contrasts") or []
         skipped["contrasts"] += [c for c in contrasts if c["a"] in arms or c["b"] in arms]
         exp["contrasts"] = [c for c in contrasts if c["a"] not in arms and c["b"] not in arms]

@@ -29,6 +29,7 @@ from arbench.experiment import (
     cell_options_of,
     family_of,
     grid_default,
+    grid_settings,
     runs_of,
     value_label,
 )
@@ -451,6 +452,30 @@ def _check_grid(where: str, exp: dict[str, Any]) -> None:
             f"{where}.grid.values: a tuned grid must include the shared default "
             f"{key}={grid_default(exp)!r}"
         )
+    for other, settings in (grid.get("with") or {}).items():
+        at = f"{where}.grid.with.{other}"
+        head, *tail = other.split(".")
+        if head not in BLOCKS or not tail:
+            raise ConfigError(f"{at}: must name a setting inside one of {BLOCKS}")
+        if tail[0] not in _block_keys(where, exp, head):
+            raise ConfigError(f"{at}: names no {head} setting")
+        if other == key:
+            raise ConfigError(f"{at}: is the grid key itself")
+        if len(settings) != len(values):
+            raise ConfigError(
+                f"{at}: {len(settings)} settings for {len(values)} grid values {values} "
+                "(one per value, in the same order; a scale that cuts the values cuts these too)"
+            )
+    for arm, subset in (grid.get("arms") or {}).items():
+        at = f"{where}.grid.arms.{arm}"
+        if arm not in exp["arms"]:
+            raise ConfigError(f"{at}: not an arm of the experiment; arms: {sorted(exp['arms'])}")
+        stray = [v for v in subset if v not in values]
+        if stray:
+            raise ConfigError(
+                f"{at}: {stray} not among the grid's values {values} (a scale that cuts the "
+                "values cuts these too)"
+            )
 
 
 def _block_keys(where: str, exp: dict[str, Any], block: str) -> set[str]:
@@ -473,23 +498,26 @@ def _check_run_blocks(
     grid = exp.get("grid")
     if grid is None:
         return
-    first, *rest = grid["key"].split(".")
     for run in rows:
         run_arm, value = run.name, run.value
-        bad = f"{where}.grid.values: {value!r} for {grid['key']}"
-        block = block_of(exp, first, run.arm, value)
-        if first == "task":
-            declared = _task_declaration(_task_of(f"{where}.task", block))
-            if declared is not None and len(rest) == 1:
-                hint = _hints(declared).get(rest[0])
-                if hint is not None and not _hint_ok(value, hint):
-                    raise ConfigError(f"{bad}: not allowed; the task takes {_describe(hint)}")
-            continue
-        errors = list(validators[first].iter_errors(block))
-        if errors:
-            e = sorted(errors, key=lambda e: e.message)[0]
-            fix = f" ({_NUMBER_FIX})" if e.validator == "type" and _numeric_string(value) else ""
-            raise ConfigError(f"{bad} (run arm {run_arm}): {e.message}{fix}")
+        for key, setting in grid_settings(grid, value):
+            first, *rest = key.split(".")
+            name = "values" if key == grid["key"] else f"with.{key}"
+            bad = f"{where}.grid.{name}: {setting!r} for {key}"
+            block = block_of(exp, first, run.arm, value)
+            if first == "task":
+                declared = _task_declaration(_task_of(f"{where}.task", block))
+                if declared is not None and len(rest) == 1:
+                    hint = _hints(declared).get(rest[0])
+                    if hint is not None and not _hint_ok(setting, hint):
+                        raise ConfigError(f"{bad}: not allowed; the task takes {_describe(hint)}")
+                continue
+            errors = list(validators[first].iter_errors(block))
+            if errors:
+                e = sorted(errors, key=lambda e: e.message)[0]
+                number = e.validator == "type" and _numeric_string(setting)
+                fix = f" ({_NUMBER_FIX})" if number else ""
+                raise ConfigError(f"{bad} (run arm {run_arm}): {e.message}{fix}")
 
 
 def _check_signals(where: str, task: Any, train: dict[str, Any]) -> None:
@@ -595,9 +623,10 @@ def _check_warm_start(where: str, run: Run, cfg: dict[str, Any]) -> None:
 def _check_source_results(where: str, exp: dict[str, Any]) -> None:
     """An experiment's ``reference`` names a file that exists, reads strictly and holds only
     valid scores (`arbench.report.reference.check_reference`), and a set of it that shares at
-    least one arm or run arm name with the experiment (what its table puts side by side)."""
-    from arbench.experiment import runs_of
-    from arbench.report.reference import ReferenceFileError, load_set
+    least one arm or run arm name with the experiment (what its table puts side by side); sets
+    placed at grid values (``set: [{set, at}]``) each at a label of one of the grid's values."""
+    from arbench.experiment import point_label, runs_of
+    from arbench.report.reference import ReferenceFileError, load_reference
 
     ref = exp.get("reference")
     if not ref:
@@ -606,8 +635,17 @@ def _check_source_results(where: str, exp: dict[str, Any]) -> None:
     path = path if path.is_absolute() else ROOT / path
     if not path.is_file():
         raise ConfigError(f"{where}.reference.file: no file {ref['file']!r}")
+    if isinstance(ref["set"], list):  # each set placed at one of the grid's values, or none
+        labels = [point_label(exp, v) for v in exp["grid"]["values"]] if exp.get("grid") else []
+        for i, place in enumerate(ref["set"]):
+            at = place.get("at")
+            if at is not None and at not in labels:
+                raise ConfigError(
+                    f"{where}.reference.set[{i}].at: {at!r} is no grid value's label "
+                    f"(the grid's: {labels})"
+                )
     try:
-        entry = load_set(path, ref["set"])
+        entry = load_reference(path, ref["set"])
     except KeyError as e:
         raise ConfigError(f"{where}.reference.set: {e.args[0]}") from None
     except ReferenceFileError as e:
@@ -631,10 +669,10 @@ def semantic_checks(cfg: dict[str, Any]) -> None:
             raise ConfigError(f"{where}: its held-out set would share release {name!r}'s folder")
         for arm in exp["arms"]:
             _check_task_block(where, exp, arm)
+        if exp.get("grid"):  # before anything expands its rows
+            _check_grid(where, exp)
         _check_seeds(where, exp)
         _check_source_results(where, exp)
-        if exp.get("grid"):
-            _check_grid(where, exp)
         rows = runs_of(name, exp)  # every check below reads these, built once
         if exp.get("grid"):
             _check_run_blocks(where, exp, validators, rows)
@@ -691,6 +729,7 @@ def skip_unavailable(cfg: dict[str, Any]) -> None:
             if reason:
                 skipped[arm] = reason
                 del exp["arms"][arm]
+                ((exp.get("grid") or {}).get("arms") or {}).pop(arm, None)
         if not skipped:
             continue
         if not exp["arms"]:

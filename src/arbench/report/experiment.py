@@ -14,7 +14,14 @@ from typing import Any
 
 import numpy as np
 
-from arbench.experiment import BLOCKS, grid_default, run_arm_name, runs_of, value_label
+from arbench.experiment import (
+    BLOCKS,
+    grid_default,
+    grid_values,
+    run_arm_name,
+    runs_of,
+    value_label,
+)
 from arbench.report import chance, frontier, kvbench
 from arbench.report.chance import CHANCE_FACTOR, NO_BINDING_FACTOR
 from arbench.report.layouts import layout_of
@@ -89,6 +96,7 @@ def experiment_stats(
             settings=describe_arm(exp["arms"][arm], shared),
             floors=floors,
             task=task.summary(),
+            steps=row.train["steps"],  # the run's own (a grid's ``with`` may set it per value)
         )
         if curves is not None:
             arms[run_arm]["curves"] = {
@@ -96,10 +104,12 @@ def experiment_stats(
             }
     grid = exp.get("grid")
     values = grid["values"] if grid else [None]
+    # at every grid value both arms run at (a grid's ``arms`` may run an arm at fewer)
     contrasts = [
         _contrast(c, arms, exp, value, value, threshold, 1000 + len(values) * i + j)
         for i, c in enumerate(exp.get("contrasts", []))
         for j, value in enumerate(values)
+        if run_arm_name(exp, c["a"], value) in arms and run_arm_name(exp, c["b"], value) in arms
     ]
     params = [v["n_parameters"] for v in arms.values()]
     states = sorted({v["state_size_per_layer"] for v in arms.values()})
@@ -296,8 +306,10 @@ def _grid(
     grid each arm's best value with the contrasts at best and at the shared default."""
     grid = exp["grid"]
     values = grid["values"]
+    # each arm's run arm at each value it runs at (`grid_values`: a value it skips is absent)
     table = {
-        arm: {value_label(v): run_arm_name(exp, arm, v) for v in values} for arm in exp["arms"]
+        arm: {value_label(v): run_arm_name(exp, arm, v) for v in grid_values(exp, arm)}
+        for arm in exp["arms"]
     }
     out: dict[str, Any] = {
         "key": grid["key"],
@@ -308,11 +320,18 @@ def _grid(
         "arms": list(exp["arms"]),
         "table": table,
         "floors": floors_of,
+        # some arm runs at some of the values only (the grid's ``arms``)
+        "sparse": any(len(cells) < len(values) for cells in table.values()),
+        # the other settings each value sets (``with``: key -> one setting per value)
+        "with": {k: list(v) for k, v in (grid.get("with") or {}).items()},
     }
     if grid.get("tune"):
         default = grid_default(exp)
         best = {
-            arm: max(values, key=lambda v, arm=arm: arms[run_arm_name(exp, arm, v)]["mean"])
+            arm: max(
+                grid_values(exp, arm),
+                key=lambda v, arm=arm: arms[run_arm_name(exp, arm, v)]["mean"],
+            )
             for arm in exp["arms"]
         }
         contrasts = [

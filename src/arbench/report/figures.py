@@ -111,26 +111,45 @@ def sweep_by_type(stats: dict[str, Any], outputs: list[str | Path]) -> None:
 
 
 def grid_lines(stats: dict[str, Any], outputs: list[str | Path]) -> None:
-    """Accuracy vs the grid value: one line per arm (means) with a dot per seed, the rebinding
-    control dashed where measured, the floors at every value, and for a tuned grid each arm's
-    best value starred and the shared default marked."""
+    """Accuracy vs the grid value: one line per arm (means) with a dot per seed, at the values
+    it runs at, the rebinding control dashed where measured, the source's own seeds as open
+    diamonds where a reference set has them, the floors at every value, and for a tuned grid
+    each arm's best value starred and the shared default marked."""
     g = stats["grid"]
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
-    xs = np.asarray(g["values"], dtype=float)
+    xs_all = np.asarray(g["values"], dtype=float)
     log = g["scale"] == "log"
     spread = np.exp if log else (lambda v: v)
-    width = float(np.ptp(np.log(xs) if log else xs)) or 1.0
+    width = float(np.ptp(np.log(xs_all) if log else xs_all)) or 1.0
     jitter = np.random.default_rng(0)  # dot placement only, not data
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    referenced = False
     for i, arm in enumerate(g["arms"]):
         color = colors[i % len(colors)]
-        cells = [stats["arms"][g["table"][arm][label]] for label in g["labels"]]
+        mine = [j for j, label in enumerate(g["labels"]) if label in g["table"][arm]]
+        xs = xs_all[mine]
+        cells = [stats["arms"][g["table"][arm][g["labels"][j]]] for j in mine]
         ax.plot(xs, [c["mean"] for c in cells], marker="o", ms=4, color=color, label=arm)
         for x, c in zip(xs, cells, strict=True):
             base = np.log(x) if log else x
             at = spread(base + jitter.uniform(-0.015, 0.015, len(c["scores"])) * width)
             ax.scatter(at, c["scores"], s=8, color=color, alpha=0.5, zorder=3)
-        if stats.get("rebinding"):
+            r = c.get("reference")
+            if r is not None:  # the source's seeds beside ours
+                at = spread(base + (0.03 + jitter.uniform(-0.008, 0.008, r["n"])) * width)
+                ax.scatter(
+                    at,
+                    r["scores"],
+                    s=12,
+                    marker="D",
+                    facecolors="none",
+                    edgecolors=color,
+                    linewidths=0.7,
+                    zorder=3,
+                    label=None if referenced else "paper's seeds (open)",
+                )
+                referenced = True
+        if stats.get("rebinding") and all("rebinding" in c for c in cells):
             ax.plot(
                 xs,
                 [c["rebinding"]["mean"] for c in cells],
@@ -162,13 +181,13 @@ def grid_lines(stats: dict[str, Any], outputs: list[str | Path]) -> None:
         if key not in g["floors"][g["labels"][0]]:
             continue  # a task without this floor (S5 has only the value floor)
         ys = [g["floors"][label_][key] for label_ in g["labels"]]
-        ax.plot(xs, ys, color="grey", ls=style, lw=0.9, label=label)
+        ax.plot(xs_all, ys, color="grey", ls=style, lw=0.9, label=label)
     if "tuned" in g:
         ax.axvline(float(g["tuned"]["default"]), color="black", lw=0.6, ls=":", label="default")
     if log:  # base 2 when every value is a power of two (loads), else 10 (rates)
-        powers_of_two = all(float(v).is_integer() and int(v) & (int(v) - 1) == 0 for v in xs)
+        powers_of_two = all(float(v).is_integer() and int(v) & (int(v) - 1) == 0 for v in xs_all)
         ax.set_xscale("log", base=2 if powers_of_two else 10)
-    ax.set_xticks(xs, g["labels"], fontsize=7)
+    ax.set_xticks(xs_all, g["labels"], fontsize=7)
     ax.minorticks_off()
     ax.set_ylim(0, 1.02)
     ax.set_xlabel(g["key"])

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from arbench.config.paths import ROOT
-from arbench.experiment import Run, RunTable, runs_of, value_label
+from arbench.experiment import Run, RunTable, restrict_grid, runs_of, value_label
 from arbench.io import atomic_write_json, atomic_write_text
 from arbench.paper_release import as_evaluation, identity_hash
 from arbench.report.experiment import experiment_stats, with_training
@@ -177,7 +177,7 @@ def partial_block(
     skipped.setdefault("contrasts", [])
     if block.get("grid"):
         have = {value_label(a.value) for a in arms if a.present}
-        block["grid"]["values"] = [v for v in block["grid"]["values"] if value_label(v) in have]
+        block["grid"] = restrict_grid(block["grid"], lambda v: value_label(v) in have)
     kept_values = {value_label(v) for v in block["grid"]["values"]} if block.get("grid") else None
     for arm in list(block["arms"]):
         mine = [
@@ -185,12 +185,13 @@ def partial_block(
             for a in arms
             if a.arm == arm and (kept_values is None or value_label(a.value) in kept_values)
         ]
-        if all(a.present for a in mine):
+        if mine and all(a.present for a in mine):
             continue
         if kept_values is None:
             why = mine[0].text()
-        else:
-            why = "; ".join(f"{a.run_arm}: {a.text()}" for a in mine if not a.present)
+        else:  # (an arm of a grid's ``arms`` may have no value left at all)
+            gone = [a for a in (mine or [a for a in arms if a.arm == arm]) if not a.present]
+            why = "; ".join(f"{a.run_arm}: {a.text()}" for a in gone)
         skipped["arms"][arm] = why
         del block["arms"][arm]
     contrasts = block.get("contrasts") or []
@@ -326,7 +327,7 @@ def build(
     and ``release_dir`` name the two sources in the header."""
     from arbench.report import claims as C
     from arbench.report.layouts import draw, template_path
-    from arbench.report.reference import load_set
+    from arbench.report.reference import load_reference
     from arbench.report.tables import render
 
     out = Path(out)
@@ -339,7 +340,7 @@ def build(
         stats_path = out / "stats" / f"{name}.json"
         layout = plan.layout(name)
         ref = exp.get("reference")
-        reference = load_set(ROOT / ref["file"], ref["set"]) if ref else None
+        reference = load_reference(ROOT / ref["file"], ref["set"]) if ref else None
         stats, arms_of[name] = partial_stats(
             name,
             exp,

@@ -8,7 +8,10 @@ has, the source's difference of means, so the table can print each of our seeds 
 paper's mean and range and each toggle beside the paper's. An arm on a task setting of its
 own (an arm-level ``task`` block) is not the set's and gets none, unless the set declares
 that very setting for that arm (``task_by_arm``). In an experiment with a grid, a set may name
-each run arm (``armed-depth4``) to give every grid value its own seeds.
+each run arm (``armed-depth4``) to give every grid value its own seeds, or the experiment may
+name several sets, each placed at one grid value (``set: [{set: ksweep_k8, at: pairs8}, ...]``,
+`load_reference`): each set's arms become that value's run arms (``armed_gdn-pairs8``), as the
+source keeps one result set per K or per learning rate.
 
 A file is read strictly (`arbench.strict_yaml`: a seed listed twice or a syntax error fails
 naming the file and line) and validated whole when first read (`check_reference`: every
@@ -104,6 +107,45 @@ def load_set(path: str | Path, name: str) -> dict[str, Any]:
     entry.setdefault("commit", data.get("commit"))
     entry["name"] = name
     return entry
+
+
+# the provenance fields a merged reference joins from its sets
+PROVENANCE = ("description", "repository", "commit", "folder", "file", "field")
+
+
+def load_reference(path: str | Path, sets: str | list[dict[str, Any]]) -> dict[str, Any]:
+    """The reference an experiment's ``reference.set`` names: one set (`load_set`), or a list
+    of ``{set, at}`` merged into one, each set's arms (score maps and ``task_by_arm``) renamed
+    ``<arm>-<at>`` where it names a grid value's label ``at`` (``pairs8``, ``lr0.003``) and kept
+    as they are where it names none. Two sets giving the same name fail (`ReferenceFileError`),
+    as an unknown set does (`KeyError`); the merged provenance joins the sets' own, and
+    ``sets`` lists each set's."""
+    if isinstance(sets, str):
+        return load_set(path, sets)
+    merged: dict[str, Any] = {"arms": {}, "rebind": {}, "task_by_arm": {}, "sets": []}
+    for place in sets:
+        entry = load_set(path, place["set"])
+        at = place.get("at")
+        merged["sets"].append(
+            {"name": entry["name"], "at": at, **{k: entry.get(k) for k in PROVENANCE}}
+        )
+        for block in (*SCORE_MAPS, "task_by_arm"):
+            for arm, value in (entry.get(block) or {}).items():
+                name = f"{arm}-{at}" if at else arm
+                if name in merged[block]:
+                    raise ReferenceFileError(
+                        f"{path}: set {entry['name']} gives {block} of {name!r}, which an "
+                        "earlier set of the same reference already gives"
+                    )
+                merged[block][name] = value
+    for block in ("rebind", "task_by_arm"):
+        if not merged[block]:
+            del merged[block]
+    merged["name"] = ", ".join(s["name"] for s in merged["sets"])
+    for key in PROVENANCE:
+        values = list(dict.fromkeys(str(s[key]) for s in merged["sets"] if s.get(key)))
+        merged[key] = values[0] if len(values) == 1 else "; ".join(values) if values else None
+    return merged
 
 
 def summarise(scores: dict[Any, float], lock_in: float, above: float | None) -> dict[str, Any]:

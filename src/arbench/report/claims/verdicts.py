@@ -369,7 +369,7 @@ def _decided_at(claim: Claim, stats: Any, found: list[Found], res: Result) -> No
         for k in AT_KEYS:
             if k in mine:
                 settings.setdefault(k, []).append(mine[k])
-        steps = (spec.get("train") or {}).get("steps", train.get("steps"))
+        steps = node.get("steps", (spec.get("train") or {}).get("steps", train.get("steps")))
         if steps is not None:
             settings.setdefault("steps", []).append(steps)
     parts = []
