@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from arbench.kernels import scalar_decay
 from arbench.kernels.scalar_decay import (
     _factorable_chunk,
     scalar_decay_chunked,
@@ -153,3 +154,20 @@ def test_shared_heads_gradients_from_outputs_or_state_alone(randn, rel_err):
         want = torch.autograd.grad(scalar_decay_recurrent(*ins)[pick].sum(), ins, allow_unused=True)
         for a, b in zip(got, want, strict=True):
             assert rel_err(a, torch.zeros_like(a) if b is None else b) < 1e-10
+
+
+def test_shared_heads_batch_slices_change_no_number(randn, rel_err, monkeypatch):
+    """The shared-heads path runs over batch slices; slices of one item give the same values
+    and gradients as one slice (a slice mixing up the items would be caught)."""
+    ins = _shared_case(randn, torch.float64, 3, 21, 1.0)
+    w = randn(2, 3, 21, 3, seed=18, dtype=torch.float64)
+    results = []
+    for block in (1 << 17, 1):
+        monkeypatch.setattr(scalar_decay, "SHARED_BLOCK", block)
+        o, s = scalar_decay_chunked(*ins, chunk_size=8)
+        results.append([o, s, *torch.autograd.grad((o * w).sum() + s.sum(), ins)])
+    assert len(scalar_decay._shared_slices(2, 24 * 9)) == 2
+    for a, b in zip(*results, strict=True):
+        assert rel_err(a, b) < 1e-12
+    o_r, _ = scalar_decay_recurrent(*ins)
+    assert rel_err(results[1][0], o_r) < 1e-10

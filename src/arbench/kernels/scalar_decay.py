@@ -172,6 +172,24 @@ def _pad_time(x: torch.Tensor, total: int) -> torch.Tensor:
     return out
 
 
+SHARED_BLOCK = 1 << 17  # (.., H*dv) elements per batch slice of the shared-heads path
+
+
+def _shared_slices(b: int, per_item: int) -> list[slice]:
+    """Batch slices of about SHARED_BLOCK elements of a (B, ..) tensor with per_item each."""
+    step = max(1, SHARED_BLOCK // max(per_item, 1))
+    return [slice(i, i + step) for i in range(0, b, step)]
+
+
+def _factors(g: torch.Tensor, dv: int) -> tuple[torch.Tensor, ...]:
+    """The shared-heads path's per-head factors from in-chunk cumulative log-decays g
+    (b,N,C,H), repeated over each head's columns: e^{g-r}, e^{r-g}, e^{g} (b,N,C,H dv) and
+    e^{g_C-r}, e^{g_C} (b,N,1,H dv), with r midway between the chunk's first and last g."""
+    ref = 0.5 * (g[:, :, :1] + g[:, :, -1:])  # (b,N,1,H)
+    last = g[:, :, -1:]
+    return tuple(_per_column(x.exp(), dv) for x in (g - ref, ref - g, g, last - ref, last))
+
+
 class _SharedHeads(torch.autograd.Function):
     """Scalar-decay attention with one q and k (B,T,dk) for all H heads (Mamba-2's one group),
     chunked, with a hand-written backward.
@@ -188,7 +206,9 @@ class _SharedHeads(torch.autograd.Function):
     reverse carry G_n = e^{g_C} G_{n+1} + Q^T dR (G_N = dS_final, dW_n = G_{n+1}),
         dY = M^T dA + K (e^{g_C-r} dW),  dM = dA Y^T (masked),  dV = e^{r-g} dY,
         dg_t = sum_cols(O dO - Y dY)_t  [+ sum(dW S_{n+1}) at t = C],
-    and the log-decay gradient is dg summed from t to the chunk end.
+    and the log-decay gradient is dg summed from t to the chunk end. Both passes run over
+    slices of the batch so that the (.., H*dv) temporaries stay cache-sized (SHARED_BLOCK
+    elements) and are recycled by the allocator instead of page-faulted in fresh each time.
     """
 
     @staticmethod
@@ -207,24 +227,27 @@ class _SharedHeads(torch.autograd.Function):
         qc = _pad_time(q, total).view(b, n, c, dk)
         kc = _pad_time(k, total).view(b, n, c, dk)
         g = _pad_time(log_decay.transpose(1, 2), total).view(b, n, c, h).cumsum(2)
-        ref = 0.5 * (g[:, :, :1] + g[:, :, -1:])  # (B,N,1,H)
-        e_out = _per_column((g - ref).exp(), dv)  # (B,N,C,H dv): e^{g - r}
-        e_in = _per_column((ref - g).exp(), dv)  # e^{r - g}
-        e_read = _per_column(g.exp(), dv)  # e^{g}
-        e_write = _per_column((g[:, :, -1:] - ref).exp(), dv)  # (B,N,1,H dv): e^{g_C - r}
-        e_chunk = _per_column(g[:, :, -1:].exp(), dv)  # e^{g_C}
-        y = v.new_zeros(b, total, h, dv)
-        torch.mul(v.transpose(1, 2), e_in.view(b, total, h, dv)[:, :t], out=y[:, :t])
-        y = y.view(b, n, c, hv)
         scores = (qc @ kc.transpose(-1, -2)).mul_(causal_mask(c, q))  # (B,N,C,C)
-        o = (scores @ y).mul_(e_out)  # the in-chunk terms
-        writes = (kc.transpose(-1, -2) @ y).mul_(e_write)  # (B,N,dk,H dv)
+        y = v.new_empty(b, n, c, hv)
+        y.view(b, total, h, dv)[:, t:] = 0
+        o = torch.empty_like(y)
         states = v.new_empty(b, n + 1, dk, hv)  # states[:, i]: the state entering chunk i
         states[:, 0] = s0.transpose(1, 2).reshape(b, dk, hv)
-        for i in range(n):
-            o[:, i].addcmul_(e_read[:, i], torch.bmm(qc[:, i], states[:, i]))
-            torch.addcmul(writes[:, i], e_chunk[:, i], states[:, i], out=states[:, i + 1])
-        ctx.save_for_backward(qc, kc, scores, y, o, states, e_out, e_in, e_read, e_write, e_chunk)
+        for sl in _shared_slices(b, total * hv):
+            e_out, e_in, e_read, e_write, e_chunk = _factors(g[sl], dv)
+            ys, os_, st, qs = y[sl], o[sl], states[sl], qc[sl]
+            torch.mul(
+                v[sl].transpose(1, 2),
+                e_in.view(-1, total, h, dv)[:, :t],
+                out=ys.view(-1, total, h, dv)[:, :t],
+            )
+            torch.matmul(scores[sl], ys, out=os_)  # the in-chunk terms
+            os_.mul_(e_out)
+            writes = (kc[sl].transpose(-1, -2) @ ys).mul_(e_write)  # (b,N,dk,H dv)
+            for i in range(n):
+                os_[:, i].addcmul_(e_read[:, i], torch.bmm(qs[:, i], st[:, i]))
+                torch.addcmul(writes[:, i], e_chunk[:, i], st[:, i], out=st[:, i + 1])
+        ctx.save_for_backward(qc, kc, g, scores, y, o, states)
         ctx.shape = (b, h, t, dk, dv, n, c)
         out = o.view(b, total, h, dv)[:, :t].transpose(1, 2)
         return out, states[:, n].view(b, dk, h, dv).transpose(1, 2)
@@ -234,36 +257,48 @@ class _SharedHeads(torch.autograd.Function):
     def backward(
         ctx: Any, d_out: torch.Tensor, d_final: torch.Tensor
     ) -> tuple[torch.Tensor | None, ...]:
-        qc, kc, scores, y, o, states, e_out, e_in, e_read, e_write, e_chunk = ctx.saved_tensors
+        qc, kc, g, scores, y, o, states = ctx.saved_tensors
         b, h, t, dk, dv, n, c = ctx.shape
         hv, total = h * dv, n * c
-        d_o = _pad_time(d_out.transpose(1, 2), total).view(b, n, c, hv)
-        d_a = d_o * e_out
-        d_r = d_o * e_read
-        d_g = o * d_o  # the output factors' share of dg (before the sum over columns)
-        d_scores = (d_a @ y.transpose(-1, -2)).mul_(causal_mask(c, d_o))
-        d_y = scores.transpose(-1, -2) @ d_a
-        d_q = d_scores @ kc
-        reads = qc.transpose(-1, -2) @ d_r  # (B,N,dk,H dv): Q^T dR per chunk
-        grads = d_o.new_empty(b, n + 1, dk, hv)  # grads[:, i]: dL/d(state entering chunk i)
-        grads[:, n] = d_final.transpose(1, 2).reshape(b, dk, hv)
-        for i in range(n - 1, -1, -1):
-            d_q[:, i] += torch.bmm(d_r[:, i], states[:, i].transpose(-1, -2))
-            torch.addcmul(reads[:, i], e_chunk[:, i], grads[:, i + 1], out=grads[:, i])
-        d_writes = grads[:, 1:]
-        d_carry = _head_sums((d_writes * states[:, 1:]).sum(2), h)  # (B,N,H): at t = C
-        d_writes = d_writes * e_write
-        d_y += kc @ d_writes
-        d_k = d_scores.transpose(-1, -2) @ qc + y @ d_writes.transpose(-1, -2)
-        d_g.addcmul_(y, d_y, value=-1.0)
-        d_g = _head_sums(d_g, h)  # (B,N,C,H)
-        d_g[:, :, -1] += d_carry
-        d_log = d_g.flip(2).cumsum(2).flip(2)  # dl_t = sum_{t' >= t} dg_t'
-        d_v = d_y.mul_(e_in).view(b, total, h, dv)[:, :t].transpose(1, 2)
+        mask = causal_mask(c, y)
+        d_q, d_k = torch.empty_like(qc), torch.empty_like(kc)
+        d_v = y.new_empty(b, t, h, dv)
+        d_log = g.new_empty(b, n, c, h)
+        d_s0 = y.new_empty(b, dk, hv)
+        d_final = d_final.transpose(1, 2).reshape(b, dk, hv)
+        for sl in _shared_slices(b, total * hv):
+            e_out, e_in, e_read, e_write, e_chunk = _factors(g[sl], dv)
+            ys, st, qs, ks, dqs = y[sl], states[sl], qc[sl], kc[sl], d_q[sl]
+            d_o = _pad_time(d_out[sl].transpose(1, 2), total).view(-1, n, c, hv)
+            d_g = o[sl] * d_o  # the output factors' share of dg (before the column sums)
+            d_a = d_o * e_out
+            d_r = d_o.mul_(e_read)
+            d_scores = (d_a @ ys.transpose(-1, -2)).mul_(mask)
+            d_y = scores[sl].transpose(-1, -2) @ d_a
+            torch.matmul(d_scores, ks, out=dqs)
+            reads = qs.transpose(-1, -2) @ d_r  # (b,N,dk,H dv): Q^T dR per chunk
+            grads = d_o.new_empty(d_o.shape[0], n + 1, dk, hv)  # dL/d(state entering chunk i)
+            grads[:, n] = d_final[sl]
+            for i in range(n - 1, -1, -1):
+                dqs[:, i] += torch.bmm(d_r[:, i], st[:, i].transpose(-1, -2))
+                torch.addcmul(reads[:, i], e_chunk[:, i], grads[:, i + 1], out=grads[:, i])
+            d_s0[sl] = grads[:, 0]
+            d_writes = grads[:, 1:]
+            d_carry = _head_sums((d_writes * st[:, 1:]).sum(2), h)  # (b,N,H): at t = C
+            d_writes = d_writes * e_write
+            d_y += ks @ d_writes
+            torch.matmul(d_scores.transpose(-1, -2), qs, out=d_k[sl])
+            d_k[sl] += ys @ d_writes.transpose(-1, -2)
+            d_g.addcmul_(ys, d_y, value=-1.0)
+            d_gs = _head_sums(d_g, h)  # (b,N,C,H)
+            d_gs[:, :, -1] += d_carry
+            d_log[sl] = d_gs.flip(2).cumsum(2).flip(2)  # sum_{t' >= t} dg_t'
+            torch.mul(
+                d_y.view(-1, total, h, dv)[:, :t], e_in.view(-1, total, h, dv)[:, :t], out=d_v[sl]
+            )
         d_log = d_log.view(b, total, h)[:, :t].transpose(1, 2)
         d_q, d_k = (x.view(b, total, dk)[:, :t] for x in (d_q, d_k))
-        d_s0 = grads[:, 0].view(b, dk, h, dv).transpose(1, 2)
-        return d_q, d_k, d_v, d_log, d_s0, None
+        return d_q, d_k, d_v.transpose(1, 2), d_log, d_s0.view(b, dk, h, dv).transpose(1, 2), None
 
 
 def scalar_decay_chunked(
