@@ -150,10 +150,12 @@ class Mamba2Cell(SequenceMixer):
         )
         xbc, new_tail = self.conv(xbc, tail)  # the bias outside: see ShortConv.forward
         xs, bmat, cmat = F.silu(xbc + self.conv_bias).split([self.d_inner, n, n], dim=-1)
-        dt = F.softplus(dt_raw + self.dt_bias).transpose(1, 2)  # (B,H,T)
-        log_decay = dt * -self.A_log.exp()[:, None]  # dt * A, A < 0
-        xs = xs.reshape(b, t, h, p).transpose(1, 2)  # (B,H,T,P)
-        v = xs * dt[..., None]
+        dt = F.softplus(dt_raw + self.dt_bias)  # (B,T,H)
+        log_decay = (dt * -self.A_log.exp()).transpose(1, 2)  # (B,H,T): dt * A, A < 0
+        # v = dt x with dt repeated over each head's P columns: a product with a full tensor,
+        # not one broadcast along the short innermost axis (several times slower on CPU)
+        dt_cols = dt[..., None].expand(b, t, h, p).reshape(b, t, h * p)
+        v = (xs * dt_cols).view(b, t, h, p).transpose(1, 2)  # (B,H,T,P), (B,T,H,P) in memory
         q, k = cmat[:, None], bmat[:, None]  # (B,1,T,N): one group shared by all heads
         return (q, k, v, log_decay, s0), {"xs": xs, "z": z, "conv": new_tail}
 
@@ -163,10 +165,11 @@ class Mamba2Cell(SequenceMixer):
     def finish(self, o: torch.Tensor, s: torch.Tensor, ctx: dict) -> tuple[torch.Tensor, State]:
         """D skip, SiLU(z) gate, RMSNorm (unless off), out-projection; state dict(S=(B,H,N,P),
         conv=tail)."""
-        xs = ctx["xs"]
-        b, _, t, _ = xs.shape
-        y = o + self.D[:, None, None] * xs
-        y = y.transpose(1, 2).reshape(b, t, self.d_inner) * F.silu(ctx["z"])
+        xs = ctx["xs"]  # (B,T,H*P)
+        b, t, _ = xs.shape
+        d_cols = self.D[:, None].expand(self.heads, self.head_dim).reshape(self.d_inner)
+        y = torch.addcmul(o.transpose(1, 2).reshape(b, t, self.d_inner), xs, d_cols)
+        y = y * F.silu(ctx["z"])
         if self.norm is not None:
             y = self.norm(y)
         return self.out_proj(y), {"S": s, "conv": ctx["conv"]}
