@@ -59,3 +59,18 @@ def test_the_silu_conv_starts_with_a_conv1d_default_bias_and_applies_silu() -> N
     y, _ = conv(x)
     z, _ = conv.conv(x)
     assert torch.allclose(y, F.silu(z + b))
+
+
+@pytest.mark.parametrize("t", [1, 19])
+def test_one_tap_short_conv_is_the_convolution_as_a_scale(t: int, draw) -> None:
+    """kernel_size 1 skips the convolution call for a per-channel product: the same values as
+    the depthwise convolution, the same gradients, an empty tail."""
+    conv = ShortConv(5, 1).to(F64)
+    x = draw(2, t, 5, seed=14).requires_grad_(True)
+    y, tail = conv(x, torch.zeros(2, 0, 5, dtype=F64))
+    image = x.unsqueeze(1).permute(0, 3, 1, 2)
+    want = F.conv2d(image, conv.conv.weight.unsqueeze(2), groups=5).permute(0, 2, 3, 1).squeeze(1)
+    torch.testing.assert_close(y, want, rtol=0, atol=0)
+    assert tail.shape == (2, 0, 5)
+    assert torch.autograd.gradcheck(lambda x, w: conv(x)[0], (x, conv.conv.weight))
+    assert conv(x[:, :0])[0].shape == (2, 0, 5)
