@@ -20,8 +20,9 @@ When q and k are shared by all heads (Mamba-2's one group of B and C) the chunke
 `_SharedHeads` instead: the heads' value columns side by side, one masked Q K^T per chunk for
 all of them, and the decays factored about each chunk's middle, e^{g_t-g_s} = e^{g_t-r} e^{r-g_s},
 with the chunk halved until both exponents stay within `pairwise_tree.FACTOR_REACH`
-(`_factorable_chunk`: a one-step chunk always fits), so the factors cannot overflow however
-strong the learned decay. Forward and backward are hand-written.
+(`_factorable_chunk`: a one-step chunk always fits; chunks are balanced, not padded to c),
+so the factors cannot overflow however strong the learned decay. Forward and backward are
+hand-written.
 """
 
 from __future__ import annotations
@@ -131,23 +132,27 @@ class _IntraChunk(torch.autograd.Function):
 
 
 def _factorable_chunk(log_decay: torch.Tensor, c: int) -> int:
-    """The largest power-of-two chunk <= c whose in-chunk decays factor within FACTOR_REACH.
+    """The chunk the shared-heads path runs in: at most c steps, its in-chunk decays within
+    FACTOR_REACH, and balanced (the fewest steps that keep the number of chunks, so a
+    66-step sequence runs in 5 chunks of 14, not 5 of 16 with 14 padded steps).
 
-    The shared-heads path writes e^{g_t - g_s} = e^{g_t - r} e^{r - g_s} with r midway between
-    the chunk's first and last cumulative log-decay, so both exponents reach at most
-    (g_1 - g_C) / 2 = -(l_2 + ... + l_C) / 2 (the first step's own decay does not enter). A
-    chunk of one step reaches 0, so the halving always ends.
+    The path writes e^{g_t - g_s} = e^{g_t - r} e^{r - g_s} with r midway between the
+    chunk's first and last cumulative log-decay, so both exponents reach at most
+    (g_1 - g_C) / 2 = -(l_2 + ... + l_C) / 2 (the first step's own decay does not enter).
+    c halves until every chunk fits; a chunk of one step reaches 0, so the halving ends.
     """
     t = log_decay.shape[-1]
     bound = FACTOR_REACH.get(log_decay.dtype, 0.0)
     with torch.no_grad():
-        while c > 1:
+        while True:
             n = -(-t // c)
+            c = -(-t // n)  # balanced: same number of chunks, least padding
+            if c == 1:
+                return c
             tail = to_chunks(log_decay[..., None], n, c)[..., 1:, 0]  # (B,H,N,C-1)
             if float(tail.sum(-1).min()) >= -2.0 * bound:
-                break
+                return c
             c //= 2
-    return c
 
 
 def _per_column(x: torch.Tensor, dv: int) -> torch.Tensor:
