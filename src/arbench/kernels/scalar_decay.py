@@ -172,7 +172,8 @@ def _pad_time(x: torch.Tensor, total: int) -> torch.Tensor:
     """(B,T,...) zero-padded along time (axis 1) to `total` steps, contiguous."""
     if x.shape[1] == total:
         return x.contiguous()
-    out = x.new_zeros(x.shape[0], total, *x.shape[2:])
+    out = x.new_empty(x.shape[0], total, *x.shape[2:])
+    out[:, x.shape[1] :] = 0
     out[:, : x.shape[1]] = x
     return out
 
