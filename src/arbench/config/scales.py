@@ -76,12 +76,17 @@ def _cuts_grid(here: str, parent: dict[str, Any], key: str, value: Any) -> bool:
     are then cut to the values kept (`arbench.experiment.restrict_grid`), so a scale names
     the values it runs and nothing else. Values outside the grid's own are set as any value
     is, and the ``with`` lists must then be set too (validation names them)."""
-    parts = here.split(".")
-    if len(parts) != 4 or parts[0] != "experiments" or parts[2:] != ["grid", "values"]:
+    if not _grid_values_at(here):
         return False
     if not (parent.get("with") or parent.get("arms")) or not isinstance(value, list):
         return False
     return all(v in parent[key] for v in value)
+
+
+def _grid_values_at(here: str) -> bool:
+    """Whether the concrete path ``here`` is an experiment's ``grid.values``."""
+    parts = here.split(".")
+    return len(parts) == 4 and parts[0] == "experiments" and parts[2:] == ["grid", "values"]
 
 
 def _cut_reference(exp: dict[str, Any], values: list[Any]) -> None:
@@ -137,6 +142,8 @@ def apply_scale(config: dict[str, Any]) -> dict[str, Any]:
                 _cut_reference(cfg["experiments"][here.split(".")[1]], value)
                 continue
             parent[key] = copy.deepcopy(value)
+            if _grid_values_at(here) and isinstance(value, list):  # its placed sets follow
+                _cut_reference(cfg["experiments"][here.split(".")[1]], value)
             for values, rest in _grid_lists(cfg, here):
                 there, setting = _inside(value, rest)
                 if there:  # the value set holds this setting: every grid value takes it
