@@ -249,3 +249,85 @@ def test_a_bad_per_value_setting_or_subset_fails_naming_the_key(edit, message: s
 def test_a_bad_placed_reference_set_fails_naming_the_key(sets, message: str) -> None:
     got = _error(lambda c: c["experiments"]["paper_ksweep"]["reference"].update(set=sets))
     assert re.match(re.escape(message), got) and "\n" not in got, got
+
+
+# ------------------------------------------------------- the hardened ablation and the session
+
+# dg_c9_harden.py's ARMS, and mqar_probe.py's mamba2 at --mamba2-d-state 16 (the paired session)
+OFFICIAL = {"cell": "mamba2_fused", "heads": 8, "d_state": 16, "head_dim": 8, "chunk_size": 64}
+
+
+def _official_skipped(exp: dict, arm: str) -> None:
+    """The official Mamba-2 arm: declared, and skipped here with mamba_ssm's reason (or
+    planned where it imports)."""
+    from arbench.cells.mamba2_fused import FusedMamba2Cell
+
+    reason = FusedMamba2Cell.unavailable_reason()
+    if reason is None:
+        assert {k: exp["arms"][arm][k] for k in OFFICIAL} == OFFICIAL
+    else:
+        assert arm not in exp["arms"] and "mamba_ssm" in exp["skipped"]["arms"][arm]
+
+
+def test_the_hardened_ablation_plans_the_scripts_arms_ks_and_ten_seeds(paper: Plan) -> None:
+    exp = paper.experiments["paper_hardened"]
+    raw = RAW["experiments"]["paper_hardened"]
+    assert exp["recipe"] == "paper" and "reference" not in exp  # script only
+    assert {k: raw["arms"]["mamba2_ds16"][k] for k in OFFICIAL} == OFFICIAL
+    assert raw["arms"]["mamba2_ds16"]["model"] == {"merge": "average"}  # 0.5 (fwd + bwd)
+    _official_skipped(exp, "mamba2_ds16")
+    rows = _rows(paper, "paper_hardened")
+    for arm in ("dg_rank_ref", "dg_diag_ref", "deltanet"):
+        for k, steps in ((16, 4000), (32, 6000)):  # 2000 + 125 K
+            row = rows[f"{arm}-pairs{k}"]
+            assert (row.task["pairs"], row.train["steps"], row.train["batch"]) == (k, steps, 256)
+            assert (row.seeds, row.train["lr"], row.examples) == (10, 1e-3, 2048)
+            assert row.eval_options["rebinding"] is True
+        # K = 16 seeds 0-2 are the K-sweep's runs; seeds 3-9 and K = 32 as owned
+        assert paper.table.owner("paper_hardened", f"{arm}-pairs16", 2)[0] == "paper_ksweep"
+        assert paper.table.owner("paper_hardened", f"{arm}-pairs16", 3)[0] == "paper_hardened"
+        assert paper.table.owner("paper_hardened", f"{arm}-pairs32", 9) == ("paper_mqar", arm)
+    assert exp["lock_in_threshold"] == 0.9
+
+
+def test_the_paired_session_plans_three_rates_beside_the_sessions_sets(paper: Plan) -> None:
+    exp = paper.experiments["paper_mamba2_session"]
+    _official_skipped(exp, "mamba2")
+    rows = _rows(paper, "paper_mamba2_session")
+    assert sorted(rows) == ["armed_gdn-lr0.001", "armed_gdn-lr0.003", "armed_gdn-lr0.01"]
+    assert all(
+        (r.train["steps"], r.train["batch"], r.task["pairs"], r.seeds) == (6000, 256, 32, 5)
+        for r in rows.values()
+    )
+    assert paper.table.owner("paper_mamba2_session", "armed_gdn-lr0.001", 4)[0] == "paper_mqar"
+    assert paper.table.owner("paper_mamba2_session", "armed_gdn-lr0.003", 4)[0] == (
+        "paper_lr_sweep"
+    )
+    assert paper.table.owner("paper_mamba2_session", "armed_gdn-lr0.01", 0)[0] == (
+        "paper_mamba2_session"
+    )
+    ref = load_reference(REFERENCE, exp["reference"]["set"])
+    assert ref["arms"]["mamba2-lr0.01"][0] == 0.06396484375  # ampT_lr1e2, a collapsed seed
+    assert ref["arms"]["armed_gdn-lr0.001"][3] == 0.86474609375  # ampT_lr1e3
+    if "mamba2" not in exp["arms"]:  # its contrast is recorded as not run, never dropped
+        assert [c["b"] for c in exp["skipped"]["contrasts"]] == ["mamba2"]
+
+
+def test_the_smaller_scales_cut_the_hardened_ablation_and_the_session() -> None:
+    smoke, demo = (Plan(config.load(scale=s)) for s in ("smoke", "demo"))
+    # demo: one training of the hardened path (K = 16, 40 x 64); the session's one run is the
+    # rate sweep's armed run at 3e-3 (its default moved there), beside the 3e-3 set only
+    assert [t for t in demo.table.trainings() if t[0] == "paper_hardened"] == [
+        ("paper_hardened", "dg_diag_ref-pairs16", 0)
+    ]
+    assert demo.table.owner("paper_mamba2_session", "armed_gdn-lr0.003", 0) == (
+        "paper_lr_sweep",
+        "armed_gdn-lr0.003",
+    )
+    assert [s["set"] for s in demo.experiments["paper_mamba2_session"]["reference"]["set"]] == [
+        "ampT_lr3e3"
+    ]
+    # smoke: both are paper_mqar's runs
+    assert not [
+        t for t in smoke.table.trainings() if t[0] in ("paper_hardened", "paper_mamba2_session")
+    ]
