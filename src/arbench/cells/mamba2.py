@@ -197,7 +197,7 @@ class Mamba2Ref(Mamba2Cell):
         head_dim: int | None = None,
         expand: int = 2,
         conv_kernel: int = 4,
-        chunk_size: int = 16,
+        chunk_size: int = 32,
         bias: bool = True,
         gated_norm: bool = False,
         init: str = "half",
