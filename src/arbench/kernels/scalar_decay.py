@@ -181,9 +181,10 @@ def _pad_time(x: torch.Tensor, total: int) -> torch.Tensor:
 SHARED_BLOCK = 1 << 17  # (.., H*dv) elements per batch slice of the shared-heads path
 
 
-def _shared_slices(b: int, per_item: int) -> list[slice]:
-    """Batch slices of about SHARED_BLOCK elements of a (B, ..) tensor with per_item each."""
-    step = max(1, SHARED_BLOCK // max(per_item, 1))
+def _shared_slices(b: int, per_item: int, cpu: bool = True) -> list[slice]:
+    """Batch slices of about SHARED_BLOCK elements of a (B, ..) tensor with per_item each
+    (one slice off the CPU, where more launches would cost more than the cache saves)."""
+    step = max(1, SHARED_BLOCK // max(per_item, 1)) if cpu else b
     return [slice(i, i + step) for i in range(0, b, step)]
 
 
@@ -239,7 +240,7 @@ class _SharedHeads(torch.autograd.Function):
         o = torch.empty_like(y)
         states = v.new_empty(b, n + 1, dk, hv)  # states[:, i]: the state entering chunk i
         states[:, 0] = s0.transpose(1, 2).reshape(b, dk, hv)
-        for sl in _shared_slices(b, total * hv):
+        for sl in _shared_slices(b, total * hv, y.device.type == "cpu"):
             e_out, e_in, e_read, e_write, e_chunk = _factors(g[sl], dv)
             ys, os_, st, qs = y[sl], o[sl], states[sl], qc[sl]
             torch.mul(
@@ -272,7 +273,7 @@ class _SharedHeads(torch.autograd.Function):
         d_log = g.new_empty(b, n, c, h)
         d_s0 = y.new_empty(b, dk, hv)
         d_final = d_final.transpose(1, 2).reshape(b, dk, hv)
-        for sl in _shared_slices(b, total * hv):
+        for sl in _shared_slices(b, total * hv, y.device.type == "cpu"):
             e_out, e_in, e_read, e_write, e_chunk = _factors(g[sl], dv)
             ys, st, qs, ks, dqs = y[sl], states[sl], qc[sl], kc[sl], d_q[sl]
             d_o = _pad_time(d_out[sl].transpose(1, 2), total).view(-1, n, c, hv)
