@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from arbench import config as arbench_config
@@ -242,3 +243,79 @@ def test_the_plan_asks_for_the_report_with_its_three_studies() -> None:
         "experiments": {k: v for k, v in cfg["experiments"].items() if k != studies["realtext"]},
     }
     assert f"{root}/tables/lattice.tex" not in Plan(cfg).targets()
+
+
+# --------------------------------------------------------------------------- the figure
+
+
+def _realtext_with_updates() -> dict[str, Any]:
+    """Real-text statistics whose evaluations report updated keys (P = 8 and 16 at overwrite
+    0.5: M = 4 and 8 updated keys), all accuracies above the zoom threshold."""
+    scores = {(a, v): [0.9, 0.85] for a in ("lattice", "delta_rule") for v in (8, 16)}
+    return experiment_stats(
+        STUDIES["realtext"], REALTEXT, _evals(REALTEXT, scores, split=True), "demo", "grid"
+    )
+
+
+@pytest.fixture(scope="module")
+def drawn(stats) -> Any:
+    import matplotlib.pyplot as plt
+
+    from arbench.report.lattice import draw
+
+    fig = draw(summary({**stats, "realtext": _realtext_with_updates()}, ARM))
+    yield fig
+    plt.close(fig)
+
+
+def _labelled(ax: Any) -> dict[str, Any]:
+    return {
+        line.get_label(): line for line in ax.get_lines() if not line.get_label().startswith("_")
+    }
+
+
+def test_the_target_recall_line_is_labelled(drawn) -> None:
+    labels = _labelled(drawn.axes[0])
+    assert "target recall 0.99" in labels
+    assert set(labels["target recall 0.99"].get_ydata()) == {0.99}
+
+
+def test_every_floor_the_legend_names_lies_inside_its_axis(drawn) -> None:
+    """A zoomed panel (real text: every accuracy above 0.8) still shows its floors."""
+    for ax in drawn.axes:
+        lo, hi = ax.get_ylim()
+        floors = [line for label, line in _labelled(ax).items() if "no-binding" in label]
+        assert floors, ax.get_title()
+        for line in floors:
+            ys = [y for y in line.get_ydata() if np.isfinite(y)]
+            assert ys and all(lo <= y <= hi for y in ys), (ax.get_title(), line.get_label())
+
+
+def test_updated_and_untouched_keys_differ_in_colour_line_and_marker(drawn) -> None:
+    for ax in drawn.axes[1:]:
+        labels = _labelled(ax)
+        updated = labels["lattice: updated keys"]
+        other = labels.get("lattice: untouched keys") or labels["lattice: all queries"]
+        assert updated.get_color() != other.get_color()
+        assert updated.get_marker() != other.get_marker()
+        if "untouched" in other.get_label():
+            assert updated.get_linestyle() != other.get_linestyle()
+
+
+def test_the_same_number_of_updated_keys_draws_one_floor_in_every_panel(drawn) -> None:
+    """Forgetting at P = 16, overwrite 0.25 and real text at P = 8, overwrite 0.5 both update
+    M = 4 keys: both panels draw the updated keys' floor 1/M = 0.25 there."""
+    forgetting, realtext = drawn.axes[1], drawn.axes[2]
+
+    def updated_floor_at(ax: Any, x: float) -> float:
+        (line,) = [ln for lab, ln in _labelled(ax).items() if "updated keys (1/M)" in lab]
+        return float(dict(zip(line.get_xdata(), line.get_ydata(), strict=True))[x])
+
+    assert updated_floor_at(forgetting, 0.25) == updated_floor_at(realtext, 8.0) == 0.25
+    assert updated_floor_at(realtext, 16.0) == updated_floor_at(forgetting, 0.5) == 1 / 8
+
+
+def test_every_axis_is_labelled_in_words(drawn) -> None:
+    for ax in drawn.axes:
+        for label in (ax.get_xlabel(), ax.get_ylabel()):
+            assert label and "." not in label and "_" not in label and "task" not in label

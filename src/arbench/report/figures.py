@@ -15,6 +15,28 @@ from matplotlib.ticker import ScalarFormatter  # noqa: E402
 
 from arbench.report.kvbench import mean_curve  # noqa: E402
 
+# a grid key in words, for an axis: per task where the same key means another quantity
+GRID_WORDS: dict[str, str] = {
+    "task.pairs": "key-value pairs K",
+    "task.overwrite": "fraction of stored keys overwritten",
+    "task.depth": "composition depth (group elements per sequence)",
+    "task.seq_len": "sequence length (tokens)",
+    "task.n_keys": "distinct keys",
+    "train.lr": "learning rate",
+    "train.steps": "training steps",
+}
+TASK_GRID_WORDS: dict[tuple[str, str], str] = {
+    ("lattice_recall", "task.pairs"): "stored key-value pairs P",
+    ("realtext", "task.pairs"): "key-value pairs mined from the text P",
+}
+
+
+def grid_axis_label(key: str, task: str | None = None) -> str:
+    """The words an axis gives a grid key (`GRID_WORDS`, `TASK_GRID_WORDS`), never the config
+    path; a key without an entry reads as its leaf with spaces for underscores."""
+    found = TASK_GRID_WORDS.get((task or "", key)) or GRID_WORDS.get(key)
+    return found or key.split(".")[-1].replace("_", " ")
+
 
 def bars_with_seeds(stats: dict[str, Any], outputs: list[str | Path]) -> None:
     """Draw an experiment's per-arm accuracies and save to every path in ``outputs``; an arm
@@ -190,7 +212,7 @@ def grid_lines(stats: dict[str, Any], outputs: list[str | Path]) -> None:
     ax.set_xticks(xs_all, g["labels"], fontsize=7)
     ax.minorticks_off()
     ax.set_ylim(0, 1.02)
-    ax.set_xlabel(g["key"])
+    ax.set_xlabel(grid_axis_label(g["key"], (stats.get("task") or {}).get("name")))
     ax.set_ylabel("held-out accuracy")
     n = max(a["n"] for a in stats["arms"].values())
     skipped = ", ".join(stats.get("skipped", {}).get("arms", {}))

@@ -199,18 +199,70 @@ def _span(values: list[float | None]) -> str:
     return f"{lo:.3g}" if np.isclose(lo, hi) else f"{lo:.3g}-{hi:.3g}"
 
 
+def updated_floors(pairs: list[int], overwrites: list[float]) -> list[float | None]:
+    """The no-binding floor of an updated query at each (P, overwrite) point, 1/M
+    (`updated_floor`): one function for every panel, so the same M draws the same floor."""
+    return [
+        updated_floor({"pairs": int(p)}, float(o)) for p, o in zip(pairs, overwrites, strict=True)
+    ]
+
+
+# the look of each kind of line, one per kind in every panel: all queries, updated keys and
+# untouched keys differ in colour shade, line style and marker, so the legend tells them apart
+# in print and in grey
+QUERY_STYLES = {
+    "all": {"ls": "-", "marker": "o", "shade": 1.0, "words": "all queries"},
+    "updated": {"ls": "-", "marker": "s", "shade": 0.55, "words": "updated keys"},
+    "untouched": {"ls": "--", "marker": "^", "shade": 1.0, "words": "untouched keys"},
+}
+# the floors: grey, one line style per kind of floor
+FLOOR_STYLES = {
+    "best": ("-.", "best no-binding, all queries"),
+    "updated": ((0, (1, 1.5)), "no-binding, updated keys (1/M)"),
+}
+
+
+def _shade(color: str, shade: float) -> tuple[float, float, float]:
+    """``color`` mixed with white: shade 1 is the colour itself, lower is lighter."""
+    from matplotlib.colors import to_rgb
+
+    r, g, b = to_rgb(color)
+    return (1 - shade + shade * r, 1 - shade + shade * g, 1 - shade + shade * b)
+
+
+def _curve(ax: Any, xs: Any, ys: list[float | None], color: str, arm: str, kind: str) -> None:
+    """One arm's accuracy on one kind of query (`QUERY_STYLES`), None drawn as a gap."""
+    st = QUERY_STYLES[kind]
+    tint = color if kind != "updated" else _shade(color, st["shade"])
+    if kind == "updated":  # a darker edge keeps the lighter line's markers visible
+        extra = {"markeredgecolor": color, "markerfacecolor": tint}
+    else:
+        extra = {}
+    ax.plot(
+        xs,
+        [np.nan if y is None else y for y in ys],
+        ls=st["ls"],
+        marker=st["marker"],
+        ms=3.5,
+        color=tint,
+        label=f"{arm}: {st['words']}",
+        **extra,
+    )
+
+
 def _floor_line(ax: Any, xs: Any, floors: list[float | None], which: str) -> None:
-    """A grey dash-dot no-binding floor across a panel (None where a point has none)."""
+    """A grey no-binding floor across a panel (None where a point has none), its kind's line
+    style (`FLOOR_STYLES`) and its values in the legend."""
     ys = [np.nan if f is None else f for f in floors]
-    label = f"{which} no-binding ({_span(ys)})"
-    ax.plot(xs, ys, color="grey", linewidth=0.9, linestyle="-.", label=label)
+    style, words = FLOOR_STYLES[which]
+    ax.plot(xs, ys, color="grey", linewidth=0.9, linestyle=style, label=f"{words}: {_span(ys)}")
 
 
-def _limits(ax: Any, values: list[float | None]) -> None:
-    """Accuracy axis: 0..1, or zoomed onto the data when every value lies above
-    `ZOOM_ABOVE` (curves near 1 are otherwise one line); a floor below the window is named,
-    with its values, in the legend."""
-    kept = [v for v in values if v is not None and np.isfinite(v)]
+def _limits(ax: Any, values: list[float | None], floors: list[float | None] = ()) -> None:
+    """Accuracy axis: 0..1, or zoomed onto the data when every value and every floor the panel
+    draws lies above `ZOOM_ABOVE` (curves near 1 are otherwise one line). A floor is always
+    inside the window, so every line the legend names is on the axis."""
+    kept = [v for v in [*values, *floors] if v is not None and np.isfinite(v)]
     lo = min(kept, default=0.0)
     if kept and lo > ZOOM_ABOVE:
         ax.set_ylim(np.floor((lo - 0.005) * 100) / 100, 1.002)
@@ -219,20 +271,21 @@ def _limits(ax: Any, values: list[float | None]) -> None:
         ax.set_ylim(-0.02, 1.02)
 
 
-def figure(report: dict[str, Any], outputs: list[str | Path]) -> None:
-    """Three panels: capacity (accuracy vs P, log scale, a line per arm, a dot per seed, the
-    target dotted), forgetting (updated keys solid, untouched dashed, vs the overwrite
-    fraction, with the updated no-binding floor) and real text (accuracy vs P, its updated
-    keys dashed, the best no-binding floor in grey)."""
+def draw(report: dict[str, Any]) -> Any:
+    """The three panels as a matplotlib figure: capacity (recall vs P, log scale, a line per
+    arm, a dot per seed, the target recall dotted and labelled), forgetting (updated and
+    untouched keys vs the overwrite fraction, each its own shade, line and marker, with the
+    updated keys' no-binding floor) and real text (recall vs P, all queries and updated keys
+    apart, each with its own floor; the updated floor is the forgetting panel's function of
+    M, so the same number of updated keys draws the same floor). Axes are labelled in words."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from arbench.report.figures import save_figure
-
-    fig, axes = plt.subplots(1, 3, figsize=(11.0, 3.4))
+    fig, axes = plt.subplots(1, 3, figsize=(11.0, 3.6))
     seen: list[list[float | None]] = [[], [], []]  # the accuracies each panel draws
+    floors_seen: list[list[float | None]] = [[], [], []]  # and the floors
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     jitter = np.random.default_rng(0)  # dot placement only, not data
 
@@ -249,10 +302,15 @@ def figure(report: dict[str, Any], outputs: list[str | Path]) -> None:
             spread = x * np.exp2(jitter.uniform(-0.06, 0.06, len(p["scores"])))
             ax.scatter(spread, p["scores"], s=8, color=color(i), alpha=0.6, zorder=3)
             seen[0] += p["scores"]
-    ax.axhline(report["target"], color="grey", linestyle=":", linewidth=0.9)
-    _floor_line(ax, cap["values"], [f.get("best_no_binding") for f in cap["floors"]], "best")
+    target = report["target"]
+    ax.axhline(
+        target, color="black", linestyle=":", linewidth=0.9, label=f"target recall {target:g}"
+    )
+    best = [f.get("best_no_binding") for f in cap["floors"]]
+    _floor_line(ax, cap["values"], best, "best")
+    floors_seen[0] += best
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("stored pairs P")
+    ax.set_xlabel("stored key-value pairs P")
     ax.set_ylabel("held-out recall")
     ax.set_title("capacity", fontsize=9)
 
@@ -261,39 +319,55 @@ def figure(report: dict[str, Any], outputs: list[str | Path]) -> None:
     xs = [float(v) for v in fg["values"]]
     for i, arm in enumerate(fg["arm_order"]):
         pts = fg["arms"][arm]["points"]
-        for key, style, what in (
-            ("accuracy_updated", "-", "updated"),
-            ("accuracy_untouched", "--", "untouched"),
-        ):
+        for key, kind in (("accuracy_updated", "updated"), ("accuracy_untouched", "untouched")):
             ys = [p["splits"][key] for p in pts]
             seen[1] += ys
             if any(y is not None for y in ys):
-                ys = [np.nan if y is None else y for y in ys]
-                ax.plot(xs, ys, style, marker="o", ms=3, color=color(i), label=f"{arm} {what}")
-    _floor_line(ax, xs, fg["updated_floors"], "updated")
-    ax.set_xlabel("overwrite fraction")
-    ax.set_title(f"forgetting (P={fg['task'].get('pairs')})", fontsize=9)
+                _curve(ax, xs, ys, color(i), arm, kind)
+    pairs = fg["task"]["pairs"]
+    up = updated_floors([pairs] * len(xs), xs)
+    _floor_line(ax, xs, up, "updated")
+    floors_seen[1] += up
+    ax.set_xlabel("fraction of stored keys overwritten")
+    ax.set_ylabel("held-out recall")
+    ax.set_title(f"forgetting ({pairs} stored pairs)", fontsize=9)
 
     ax = axes[2]
     rt = report["realtext"]
     xs = np.asarray(rt["values"], dtype=float)
+    any_updated = False
     for i, arm in enumerate(rt["arm_order"]):
         pts = rt["arms"][arm]["points"]
-        ax.plot(xs, [p["mean"] for p in pts], marker="o", ms=3, color=color(i), label=arm)
+        _curve(ax, xs, [p["mean"] for p in pts], color(i), arm, "all")
         ups = [p["splits"]["accuracy_updated"] for p in pts]
         seen[2] += [p["mean"] for p in pts] + ups
         if any(u is not None for u in ups):
-            ups = [np.nan if u is None else u for u in ups]
-            ax.plot(xs, ups, "--", color=color(i), linewidth=0.9, label=f"{arm} updated")
-    _floor_line(ax, xs, [f.get("best_no_binding") for f in rt["floors"]], "best")
+            any_updated = True
+            _curve(ax, xs, ups, color(i), arm, "updated")
+    best = [f.get("best_no_binding") for f in rt["floors"]]
+    _floor_line(ax, xs, best, "best")
+    floors_seen[2] += best
+    if any_updated:
+        overwrite = float(rt["settings"].get("overwrite", rt["task"].get("overwrite", 0.0)))
+        up = updated_floors([int(v) for v in rt["values"]], [overwrite] * len(xs))
+        _floor_line(ax, xs, up, "updated")
+        floors_seen[2] += up
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("mined pairs P")
+    ax.set_xlabel("key-value pairs mined from the text P")
+    ax.set_ylabel("held-out recall")
     ax.set_title("real text", fontsize=9)
 
-    for ax, values in zip(axes, seen, strict=True):
-        _limits(ax, values)
+    for ax, values, floors in zip(axes, seen, floors_seen, strict=True):
+        _limits(ax, values, floors)
         ax.tick_params(labelsize=7)
         ax.legend(fontsize=6, loc="best")
     fig.suptitle(f"Lattice memory: capacity, forgetting, real text (scale={report['scale']})")
     fig.tight_layout()
-    save_figure(fig, outputs)
+    return fig
+
+
+def figure(report: dict[str, Any], outputs: list[str | Path]) -> None:
+    """`draw`, saved to every path in ``outputs``."""
+    from arbench.report.figures import save_figure
+
+    save_figure(draw(report), outputs)
