@@ -753,6 +753,67 @@ def test_every_claim_resolves_on_a_smoke_run_when_there_is_one() -> None:
             assert r.reason, r.claim.id
 
 
+# the claims on the official Mamba-2 arm of the paper's runs (mamba_ssm, CUDA only)
+OFFICIAL_MAMBA2 = {
+    "paper_hardened": ("mamba2_ds16", ["mamba2_ties_k16", "mamba2_beats_k32"]),
+    "paper_mamba2_session": (
+        "mamba2",
+        ["lr_tuned_fused_mamba2", "lr_best_rank1_vs_fused", "lr_default_rank1_vs_fused"],
+    ),
+}
+
+
+def test_the_official_mamba2_claims_read_not_run_with_the_skip_reason(tmp_path: Path) -> None:
+    """Where mamba_ssm does not import, the official Mamba-2 arm is skipped: the claims that
+    read it say "not run" with that reason (never dropped), and their causal column is read."""
+    (tmp_path / "stats").mkdir()
+    why = "mamba_ssm does not import here"
+    exps = _plan("paper").experiments
+    for name, (official, _) in OFFICIAL_MAMBA2.items():
+        exp = exps[name]
+        assert official in exp["arms"] or official in exp.get("skipped", {}).get("arms", {})
+        other = [a for a in exp["arms"] if a != official]
+        grid = exp["grid"]
+        arms = {
+            f"{a}-{grid['key'].split('.')[-1]}{experiment.value_label(v)}": arm(
+                0.9, arm_name=a, value=v
+            )
+            for a in other
+            for v in grid["values"]
+        }
+        kept = [c for c in exp["contrasts"] if official not in (c["a"], c["b"])]
+        gone = [c for c in exp["contrasts"] if official in (c["a"], c["b"])]
+        stats = {
+            "experiment": name,
+            "arms": arms,
+            "contrasts": [
+                contrast(c["a"], c["b"], 0.1, 0.01, value=v) for c in kept for v in grid["values"]
+            ],
+            "grid": {
+                "key": grid["key"],
+                "leaf": grid["key"].split(".")[-1],
+                "values": grid["values"],
+                "labels": [experiment.value_label(v) for v in grid["values"]],
+                "tuned": {"contrasts_best": [contrast(c["a"], c["b"], 0.1, 0.01) for c in kept]},
+            },
+            "skipped": {
+                "arms": {official: why},
+                "contrasts": [{"a": c["a"], "b": c["b"]} for c in gone],
+            },
+        }
+        (tmp_path / "stats" / f"{name}.json").write_text(json.dumps(stats))
+    got = {r.claim.id: r for r in C.evaluate(C.load_claims(CLAIMS), tmp_path, "test")}
+    for name, (official, ids) in OFFICIAL_MAMBA2.items():
+        for cid in ids:
+            r = got[cid]
+            assert r.claim.experiment == name and r.claim.causal is not None, cid
+            assert r.verdict == C.NOT_RUN and f"arm {official} not run: {why}" in r.reason, (
+                cid,
+                r.verdict,
+                r.reason,
+            )
+
+
 def test_the_config_schema_and_claims_agree_on_the_release_files() -> None:
     doc = yaml.safe_load(CLAIMS.read_text())
     files = {c["file"] for c in doc["claims"] if "release" in c}
