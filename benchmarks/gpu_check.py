@@ -189,10 +189,14 @@ CellFactory = Callable[[], SequenceMixer]
 def zoo() -> dict[str, CellFactory | str]:
     """Every registered cell: a seeded factory at the zoo's shape (the reference arm's width
     and state, `arbench.bench.cells.Shape`), or why it cannot be checked here (it cannot be
-    built, or has no recurrent form: `arbench.bench.cells.NOT_TIMED`)."""
+    built, or has no recurrent form: `arbench.bench.cells.NOT_TIMED`; or it runs one form
+    over the whole sequence at once, non-causal and single-form, so no second form exists to
+    compare with)."""
     out: dict[str, CellFactory | str] = {}
     for name, klass in CELLS.items():
         reason = klass.unavailable_reason() or NOT_TIMED.get(name)
+        if not reason and klass.single_form and not klass.causal:
+            reason = "non-causal with one form (full attention): no second form to compare"
         out[name] = reason if reason else _factory(name)
     return out
 

@@ -107,11 +107,11 @@ def warm_start_weights(
     import torch
 
     from arbench.models.vocab_extension import extend_vocabulary
-    from arbench.train.loop import load_model_file
+    from arbench.train.loop import load_model_file, model_identity
 
     blob = load_model_file(base_model)
     base = dict(blob["settings"]["model"])
-    ours = dataclasses.asdict(model_cfg)
+    ours = model_identity(dataclasses.asdict(model_cfg))
     shape = {k: v for k, v in ours.items() if k != "vocab_size"}
     theirs = {k: v for k, v in base.items() if k != "vocab_size"}
     if shape != theirs:

@@ -66,16 +66,19 @@ def test_option_names_are_the_constructor_keywords() -> None:
 
 
 def test_cells_declare_what_the_budget_and_the_benchmark_need() -> None:
-    """Class attributes instead of name tables: the base class's defaults, attention's single
-    form, the fused Mamba-2's reason it is not timed, the bidirectional wrapper's inner cell."""
+    """Class attributes instead of name tables: the base class's defaults, the attention
+    cells' single form, the fused Mamba-2's reason it is not timed, the bidirectional wrapper's
+    inner cell, the non-causal cells (the wrapper and full attention)."""
     from arbench.cells.base import SequenceMixer, Wraps
 
-    assert (SequenceMixer.wraps, SequenceMixer.single_form, SequenceMixer.not_timed) == (
-        None,
-        False,
-        None,
-    )
-    assert [n for n, k in CELLS.items() if k.single_form] == ["attention"]
+    assert (
+        SequenceMixer.wraps,
+        SequenceMixer.single_form,
+        SequenceMixer.not_timed,
+        SequenceMixer.causal,
+    ) == (None, False, None, True)
+    assert [n for n, k in CELLS.items() if k.single_form] == ["attention", "full_attention"]
+    assert [n for n, k in CELLS.items() if not k.causal] == ["bidirectional", "full_attention"]
     assert [n for n, k in CELLS.items() if k.not_timed] == ["mamba2_fused"]
     assert {n: k.wraps for n, k in CELLS.items() if k.wraps} == {
         "bidirectional": Wraps(cell="delta_rule", copies=2, option="inner")

@@ -20,8 +20,8 @@ def test_every_cell_fits_the_factorial_budget(cell: str) -> None:
     chosen = fit(cell, 130, state_per_layer=1024, parameters=29_282)
     model = build_for_budget(cell, 130, state_per_layer=1024, parameters=29_282)
     assert model.n_parameters() == chosen.model_parameters
-    if cell == "attention":
-        assert chosen.state_per_layer == 0  # a KV cache, no fixed state
+    if cell in ("attention", "full_attention"):
+        assert chosen.state_per_layer == 0  # keys and values per token, no fixed state
     else:
         assert model.state_size_per_layer() == chosen.state_per_layer == 1024
     logits, _ = model(torch.randint(0, 130, (2, 9)))

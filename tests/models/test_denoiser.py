@@ -1,6 +1,8 @@
 """The denoiser family: parameter count from its parts, the merge starting as the average,
 bidirectional vs causal, the constant timestep offset, the tied head, seeded builds, the
-task's positions filling max_len, one-line errors and the record round trip."""
+task's positions filling max_len, one-line errors and the record round trip; the full
+direction and the adaLN-Zero block of the paper's attention control (its equations against
+the paper's model: tests/models/test_paper_attention.py)."""
 
 from __future__ import annotations
 
@@ -166,6 +168,14 @@ def test_model_config_fills_max_len_from_the_positions_and_round_trips() -> None
         ({"cell": "nope"}, "model.cell: unknown 'nope'"),
         ({"d_model": 0}, "model.d_model must be"),
         ({"timestep": "half"}, "model.timestep must be"),
+        ({"block": "dit"}, "model.block: unknown 'dit'"),
+        ({"block": "adaln_zero", "timestep": None}, "model.block: adaln_zero conditions"),
+        ({"direction": "full"}, "model.direction: full runs one non-causal cell"),
+        ({"cell": "full_attention"}, "model.direction: cell 'full_attention' is non-causal"),
+        (
+            {"cell": "full_attention", "direction": "forward"},
+            "model.direction: cell 'full_attention' is non-causal",
+        ),
     ],
 )
 def test_bad_settings_fail_with_one_line_naming_the_key(change: dict, message: str) -> None:
@@ -250,3 +260,90 @@ def test_hidden_at_equals_the_full_pass_at_the_marked_positions(
                 assert a is None or not a.any()
             else:
                 assert torch.allclose(a, b, atol=1e-12, rtol=0)
+
+
+ATTENTION = dict(cell="full_attention", cell_options={"heads": 2}, direction="full")
+
+
+@pytest.mark.parametrize("block", [None, "adaln_zero"])
+def test_full_attention_parameter_count_from_the_parts(block: str | None) -> None:
+    model = families.build(_cfg(**ATTENTION, block=block, layers=2), 0)
+    cell = (D * 3 * D + 3 * D) + (D * D + D)
+    ffn = (D * 4 * D + 4 * D) + (4 * D * D + D)
+    embeddings, time, final_norm = V * D + L * D, D * D + D, 2 * D
+    if block is None:  # affine pre-norms, no modulation
+        per_block = 2 * 2 * D + cell + ffn
+    else:  # affine-free norms; SiLU + Linear(d, 6d)
+        per_block = cell + ffn + (D * 6 * D + 6 * D)
+    assert model.n_parameters() == embeddings + time + final_norm + 2 * per_block
+    assert model.state_size_per_layer() == 0  # the keys and values grow with the length
+
+
+@pytest.mark.parametrize("block", [None, "adaln_zero"])
+def test_a_full_denoiser_reads_both_ways_and_refuses_a_state(block: str | None) -> None:
+    model = families.build(_cfg(**ATTENTION, block=block), 0).eval()
+    tok = _tokens(t=16)
+    changed = tok.clone()
+    changed[:, 12] = (changed[:, 12] + 1) % V
+    with torch.no_grad():
+        for p in model.parameters():  # the modulation starts at zero: every block the identity
+            p.add_(0.1 * torch.randn(p.shape, generator=torch.Generator().manual_seed(2)))
+        a, state = model.hidden(tok)
+        b, _ = model.hidden(changed)
+    assert state is None and (a[:, :12] - b[:, :12]).abs().max().item() > 1e-4
+    with pytest.raises(ValueError, match="full-attention denoiser cannot stream"):
+        model.hidden(tok, {"offset": 0, "layers": [None]})
+
+
+def test_under_adaln_zero_the_timestep_conditions_the_blocks_and_is_no_input() -> None:
+    model = families.build(_cfg(**ATTENTION, block="adaln_zero"), 0)
+    tok = _tokens(t=10)
+    with torch.no_grad():
+        x = model.inputs(tok)
+    torch.testing.assert_close(x, model.embed(tok) + model.pos_embed(torch.arange(10)))
+    cond = model.condition()
+    torch.testing.assert_close(cond, model.time_offset())
+    mod = model.blocks[0].modulations(cond)
+    assert len(mod) == 6 and all(not m.any() for m in mod)  # zero-initialised
+    assert families.build(_cfg(), 0).condition() is None  # the pre-norm block: an input offset
+    no_ffn = families.build(_cfg(**ATTENTION, block="adaln_zero", mlp_ratio=0), 0)
+    assert len(no_ffn.blocks[0].modulations(no_ffn.condition())) == 3
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+@pytest.mark.parametrize("block", [None, "adaln_zero"])
+def test_hidden_at_equals_the_full_pass_for_full_attention(layers: int, block: str | None) -> None:
+    from arbench.tasks import build_task
+    from arbench.tasks.base import IGNORE
+
+    task = build_task({"name": "paper_haystack", "pairs": 4, "seq_len": 32})
+    tokens, targets = task.train_batch(0, 0, 5).tensors()
+    sel = targets != IGNORE
+    sel[1, 3] = sel[2, 17] = True
+    settings = {"family": "denoiser", "d_model": 16, "layers": layers, "block": block, **ATTENTION}
+    cfg = families.model_config(settings, task.vocab_size, positions=task.positions())
+    model = families.build(cfg, 0).double()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.1 * torch.randn(p.shape, generator=torch.Generator().manual_seed(4)))
+    full = model.hidden(tokens)[0][sel]
+    assert torch.allclose(model.hidden_at(tokens, sel), full, atol=1e-12, rtol=0)
+    w = torch.randn(full.shape, dtype=full.dtype, generator=torch.Generator().manual_seed(1))
+    g_full = torch.autograd.grad((full * w).sum(), list(model.parameters()))
+    g_part = torch.autograd.grad((model.hidden_at(tokens, sel) * w).sum(), list(model.parameters()))
+    for a, b in zip(g_part, g_full, strict=True):
+        assert torch.allclose(a, b, atol=1e-12, rtol=0)
+
+
+def test_an_unset_block_leaves_the_runs_identity_as_it_was() -> None:
+    """``block`` came after runs were recorded without it: unset (None) it is no part of a
+    run's settings, so their fingerprints and model files still match; set, it is."""
+    from arbench.train.loop import fingerprint, run_settings
+
+    before = {k: v for k, v in asdict(_cfg()).items() if k != "block"}
+    assert run_settings(asdict(_cfg()), {}, {}, 0) == run_settings(before, {}, {}, 0)
+    dit = asdict(_cfg(**ATTENTION, block="adaln_zero"))
+    assert run_settings(dit, {}, {}, 0)["model"]["block"] == "adaln_zero"
+    assert fingerprint(run_settings(dit, {}, {}, 0)) != fingerprint(
+        run_settings({**dit, "block": None}, {}, {}, 0)
+    )

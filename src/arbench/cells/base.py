@@ -47,13 +47,16 @@ class SequenceMixer(nn.Module):
 
     Class attributes declare what enumerators of `CELLS` need to know without a name table:
     `wraps` (a wrapper shaped through the cell it wraps, for the budget), `single_form` (its
-    "recurrent" form is no state recurrence, so the benchmark times one form) and `not_timed`
-    (why the CPU benchmark cannot time it even where it builds; None: it can).
+    "recurrent" form is no state recurrence, so the benchmark times one form), `not_timed`
+    (why the CPU benchmark cannot time it even where it builds; None: it can) and `causal`
+    (its output at t reads positions up to t only, so it can stream with a carried state; a
+    non-causal cell reads the whole sequence at once and refuses a state).
     """
 
     wraps: ClassVar[Wraps | None] = None
     single_form: ClassVar[bool] = False
     not_timed: ClassVar[str | None] = None
+    causal: ClassVar[bool] = True
 
     def forward(
         self, x: torch.Tensor, state: State | None = None, form: Form = "chunked"

@@ -22,6 +22,7 @@ class Bidirectional(SequenceMixer):
     """y = fwd(x) (+) flip(bwd(flip(x))), combined by sum or by concat + linear projection."""
 
     wraps = Wraps(cell=INNER, copies=2, option="inner")  # one inner state per direction
+    causal = False  # the backward scan reads every later position
 
     def __init__(
         self,

@@ -8,8 +8,17 @@ the sequence and, when ``direction`` is bidirectional, a second cell with its ow
 over the time-reversed sequence, whose output is flipped back and merged with the first:
 ``static`` is a learned Linear(2d, d) that starts as the exact average, ``average`` is the
 fixed mean. ``direction: forward`` keeps only the forward cell: the causal ablation, which
-can also stream with a carried state. The head is a final LayerNorm and the token embedding,
+can also stream with a carried state. ``direction: full`` runs one non-causal cell (full
+attention) over the whole sequence. The head is a final LayerNorm and the token embedding,
 tied.
+
+``block: adaln_zero`` makes each block the DiT block of the paper's attention control
+(JIBSIL/dualgoose @824f4b73, ``dualgoose/model.py`` ``TinyAttentionBlock`` and
+``TinyAttentionDenoiser``): the timestep vector is no input offset but the condition c of every
+block, whose SiLU + Linear(d, 6d), initialised to zero, gives (shift1, scale1, gate1, shift2,
+scale2, gate2); with LayerNorms without affine parameters,
+``x += gate1 * mixer(LN(x) (1 + scale1) + shift1)`` then
+``x += gate2 * FFN(LN(x) (1 + scale2) + shift2)``, so every block starts as the identity.
 
 The module offers the `LanguageModel` interface the training loop and evaluation use:
 ``hidden(tokens, state, form)``, ``logits(h)``, ``state_size()``, ``state_size_per_layer()``,
@@ -30,9 +39,10 @@ from arbench.cells import CELLS, build_cell
 from arbench.cells.base import Form
 from arbench.models.lm import BlockStack
 
-DIRECTIONS = ("bidirectional", "forward")
+DIRECTIONS = ("bidirectional", "forward", "full")
 MERGES = ("static", "average")
 POSITIONS = ("learned", "none")
+BLOCKS = (None, "adaln_zero")  # None: the pre-norm block (the recurrent arms')
 FAMILY = "denoiser"
 
 
@@ -42,7 +52,10 @@ class DenoiserConfig:
 
     ``max_len`` sizes the learned position table (the task's longest sequence: the run layer
     fills it from `Task.positions` when the settings leave it out); ``timestep`` is the fixed
-    t whose features feed the constant input offset (None: no such input).
+    t whose features feed the constant input offset (None: no such input), or under
+    ``block: adaln_zero`` every block's condition. ``block`` None is the pre-norm block; it is
+    left out of a run's identity while None (`arbench.train.loop.run_settings`), so the runs
+    recorded before the field existed keep their fingerprints.
     """
 
     vocab_size: int
@@ -57,6 +70,7 @@ class DenoiserConfig:
     positions: str = "learned"
     timestep: float | None = 0.5
     family: str = FAMILY
+    block: str | None = None
 
     def validate(self) -> None:
         """Raise a one-line ValueError naming the setting (``model.<key>``) that cannot be
@@ -80,6 +94,27 @@ class DenoiserConfig:
                 raise ValueError(
                     f"model.{key}: unknown {getattr(self, key)!r}; known: {list(allowed)}"
                 )
+        if self.block not in BLOCKS:
+            raise ValueError(
+                f"model.block: unknown {self.block!r}; known: {[b for b in BLOCKS if b]} "
+                "(or null, the pre-norm block)"
+            )
+        if self.block == "adaln_zero" and self.timestep is None:
+            raise ValueError(
+                "model.block: adaln_zero conditions every block on the timestep, but "
+                "model.timestep is null"
+            )
+        causal = CELLS[self.cell].causal
+        if self.direction == "full" and causal:
+            raise ValueError(
+                f"model.direction: full runs one non-causal cell over the sequence; cell "
+                f"{self.cell!r} is causal (direction bidirectional or forward)"
+            )
+        if self.direction != "full" and not causal:
+            raise ValueError(
+                f"model.direction: cell {self.cell!r} is non-causal and reads the whole "
+                f"sequence itself; it needs direction full, not {self.direction!r}"
+            )
         if self.positions == "learned":
             if self.max_len is None:
                 raise ValueError(
@@ -109,12 +144,14 @@ def timestep_features(t: float, d: int) -> torch.Tensor:
 
 
 class DenoiserMixer(nn.Module):
-    """The forward cell, and for ``bidirectional`` a reversed-time cell and their merge."""
+    """The forward cell, and for ``bidirectional`` a reversed-time cell and their merge; for
+    ``full`` one non-causal cell over the whole sequence."""
 
     def __init__(self, cfg: DenoiserConfig) -> None:
         super().__init__()
         d = cfg.d_model
         self.bidirectional = cfg.direction == "bidirectional"
+        self.full = cfg.direction == "full"
         self.forward_cell = build_cell(cfg.cell, d, **cfg.cell_options)
         self.backward_cell = (
             build_cell(cfg.cell, d, **cfg.cell_options) if self.bidirectional else None
@@ -128,6 +165,8 @@ class DenoiserMixer(nn.Module):
                 self.merge.bias.zero_()
 
     def forward(self, x: torch.Tensor, state: Any, form: Form) -> tuple[torch.Tensor, Any]:
+        if self.full and state is not None:
+            raise ValueError("a full-attention denoiser cannot stream with a carried state")
         if not self.bidirectional:
             return self.forward_cell(x, state, form=form)
         if state is not None:
@@ -141,7 +180,10 @@ class DenoiserMixer(nn.Module):
 
     def window(self, x: torch.Tensor, lo: int, hi: int, form: Form) -> torch.Tensor:
         """``forward(x)[:, lo:hi]`` from less work: the forward cell reads only x[:, :hi] and
-        the backward cell only x[:, lo:] (its output at t depends on t .. T-1 alone)."""
+        the backward cell only x[:, lo:] (its output at t depends on t .. T-1 alone); a full
+        cell reads all of x."""
+        if self.full:
+            return self.forward_cell(x, form=form)[0][:, lo:hi]
         y_fwd, _ = self.forward_cell(x[:, :hi], form=form)
         y_fwd = y_fwd[:, lo:hi]
         if not self.bidirectional:
@@ -157,15 +199,21 @@ class DenoiserMixer(nn.Module):
         return (2 if self.bidirectional else 1) * self.forward_cell.state_size()
 
 
+Modulation = list[torch.Tensor] | None  # an adaLN-Zero block's (shift, scale, gate) x 2
+
+
 class DenoiserBlock(nn.Module):
-    """Pre-norm residual block: mixer, then the SiLU FFN (none when ``mlp_ratio`` is 0)."""
+    """Pre-norm residual block: mixer, then the SiLU FFN (none when ``mlp_ratio`` is 0); under
+    ``block: adaln_zero`` the norms lose their affine parameters and a condition's
+    zero-initialised modulation shifts and scales each branch's input and gates its output."""
 
     def __init__(self, cfg: DenoiserConfig) -> None:
         super().__init__()
         d = cfg.d_model
-        self.norm1 = nn.LayerNorm(d)
+        affine = cfg.block != "adaln_zero"
+        self.norm1 = nn.LayerNorm(d, elementwise_affine=affine)
         self.mixer = DenoiserMixer(cfg)
-        self.norm2 = nn.LayerNorm(d) if cfg.mlp_ratio > 0 else None
+        self.norm2 = nn.LayerNorm(d, elementwise_affine=affine) if cfg.mlp_ratio > 0 else None
         self.ffn = (
             nn.Sequential(
                 nn.Linear(d, cfg.mlp_ratio * d), nn.SiLU(), nn.Linear(cfg.mlp_ratio * d, d)
@@ -173,21 +221,54 @@ class DenoiserBlock(nn.Module):
             if cfg.mlp_ratio > 0
             else None
         )
+        self.modulation: nn.Sequential | None = None
+        if not affine:  # (shift, scale, gate) for the mixer and, with an FFN, for it too
+            self.parts = 6 if self.ffn is not None else 3
+            self.modulation = nn.Sequential(nn.SiLU(), nn.Linear(d, self.parts * d))
+            nn.init.zeros_(self.modulation[-1].weight)  # every block starts as the identity
+            nn.init.zeros_(self.modulation[-1].bias)
 
-    def forward(self, x: torch.Tensor, state: Any, form: Form) -> tuple[torch.Tensor, Any]:
-        y, state = self.mixer(self.norm1(x), state, form)
-        x = x + y
-        if self.ffn is not None:
-            x = x + self.ffn(self.norm2(x))
-        return x, state
+    def modulations(self, cond: torch.Tensor | None) -> Modulation:
+        """The block's shifts, scales and gates from the condition (None: a pre-norm block)."""
+        if self.modulation is None:
+            return None
+        if cond is None:
+            raise ValueError("an adaLN-Zero block needs the timestep condition")
+        return list(self.modulation(cond).chunk(self.parts, dim=-1))
+
+    def mixer_input(self, x: torch.Tensor, mod: Modulation) -> torch.Tensor:
+        """The mixer's input: LN(x), shifted and scaled under adaLN-Zero."""
+        h = self.norm1(x)
+        return h if mod is None else h * (1 + mod[1]) + mod[0]
+
+    def mixer_branch(self, y: torch.Tensor, mod: Modulation) -> torch.Tensor:
+        """What the mixer's output adds to the residual stream (gated under adaLN-Zero)."""
+        return y if mod is None else mod[2] * y
+
+    def feed_forward(self, x: torch.Tensor, mod: Modulation) -> torch.Tensor:
+        """x plus the FFN branch (its input shifted and scaled, its output gated under
+        adaLN-Zero); x itself without an FFN."""
+        if self.ffn is None:
+            return x
+        h = self.norm2(x)
+        if mod is None:
+            return x + self.ffn(h)
+        return x + mod[5] * self.ffn(h * (1 + mod[4]) + mod[3])
+
+    def forward(
+        self, x: torch.Tensor, state: Any, form: Form, cond: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, Any]:
+        mod = self.modulations(cond)
+        y, state = self.mixer(self.mixer_input(x, mod), state, form)
+        return self.feed_forward(x + self.mixer_branch(y, mod), mod), state
 
 
 class Denoiser(BlockStack, nn.Module):
     """Token ids (B, T) -> final hidden states; `logits` reads out through the embedding.
 
     The carried state of ``direction: forward`` is ``{"offset": tokens read, "layers": [...]}``
-    (the offset keeps the learned positions continuing across pieces); a bidirectional model
-    returns None and refuses a state.
+    (the offset keeps the learned positions continuing across pieces); a bidirectional or full
+    model returns None and refuses a state.
     """
 
     def __init__(self, cfg: DenoiserConfig) -> None:
@@ -207,10 +288,15 @@ class Denoiser(BlockStack, nn.Module):
         self.norm = nn.LayerNorm(d)
 
     def time_offset(self) -> torch.Tensor | None:
-        """The (d,) vector the timestep adds at every position (None without a timestep)."""
+        """The (d,) timestep vector: the offset added at every position, or under adaLN-Zero
+        every block's condition (None without a timestep)."""
         if self.time_proj is None:
             return None
         return self.time_proj(self.time_features)
+
+    def condition(self) -> torch.Tensor | None:
+        """The blocks' condition: the timestep vector under adaLN-Zero, else None."""
+        return self.time_offset() if self.cfg.block == "adaln_zero" else None
 
     def inputs(self, tokens: torch.Tensor, offset: int = 0) -> torch.Tensor:
         """The first block's input (B, T, d) for tokens at positions offset .. offset+T-1."""
@@ -222,7 +308,7 @@ class Denoiser(BlockStack, nn.Module):
                     f"sequence reaches position {stop} but model.max_len is {self.cfg.max_len}"
                 )
             x = x + self.pos_embed(torch.arange(offset, stop, device=tokens.device))
-        time = self.time_offset()
+        time = self.time_offset() if self.cfg.block is None else None
         if time is not None:
             x = x + time
         return x
@@ -231,20 +317,22 @@ class Denoiser(BlockStack, nn.Module):
         self, tokens: torch.Tensor, state: dict[str, Any] | None = None, form: Form = "chunked"
     ) -> tuple[torch.Tensor, dict[str, Any] | None]:
         """Final normalised hidden states (B, T, d) and the carried state (None when
-        bidirectional)."""
-        if self.cfg.direction == "bidirectional":
+        bidirectional or full)."""
+        cond = self.condition()
+        if self.cfg.direction != "forward":
             if state is not None:
-                raise ValueError("a bidirectional denoiser cannot stream with a carried state")
+                kind = "full-attention" if self.cfg.direction == "full" else "bidirectional"
+                raise ValueError(f"a {kind} denoiser cannot stream with a carried state")
             x = self.inputs(tokens)
             for block in self.blocks:
-                x, _ = block(x, None, form)
+                x, _ = block(x, None, form, cond)
             return self.norm(x), None
         offset = 0 if state is None else int(state["offset"])
         layers = [None] * len(self.blocks) if state is None else state["layers"]
         x = self.inputs(tokens, offset)
         new_layers = []
         for block, s in zip(self.blocks, layers, strict=True):
-            x, s = block(x, s, form)
+            x, s = block(x, s, form, cond)
             new_layers.append(s)
         return self.norm(x), {"offset": offset + tokens.shape[1], "layers": new_layers}
 
@@ -260,15 +348,15 @@ class Denoiser(BlockStack, nn.Module):
         if cols.numel() == 0:
             return self.inputs(tokens).new_zeros(0, self.cfg.d_model)
         lo, hi = int(cols[0]), int(cols[-1]) + 1
+        cond = self.condition()
         x = self.inputs(tokens)
         for block in self.blocks[:-1]:
-            x, _ = block(x, None, form)
+            x, _ = block(x, None, form, cond)
         last = self.blocks[-1]
-        x = x[:, lo:hi] + last.mixer.window(last.norm1(x), lo, hi, form)
-        x = x[sel[:, lo:hi]]
-        if last.ffn is not None:
-            x = x + last.ffn(last.norm2(x))
-        return self.norm(x)
+        mod = last.modulations(cond)
+        y = last.mixer.window(last.mixer_input(x, mod), lo, hi, form)
+        x = x[:, lo:hi] + last.mixer_branch(y, mod)
+        return self.norm(last.feed_forward(x[sel[:, lo:hi]], mod))
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         """Read-out through the token embedding (tied, no bias); call on selected positions

@@ -66,6 +66,8 @@ NOT_IDENTITY = frozenset({"checkpoint_every"})
 # training options added after runs were recorded without them: unset (None), they are left
 # out of a run's settings, so the fingerprints of the runs that do not use them stay as they were
 UNSET_NOT_IDENTITY = frozenset({"warm_start", "tokens_per_step", "micro_batch_tokens"})
+# model settings added after runs were recorded without them, left out the same way while unset
+UNSET_MODEL_NOT_IDENTITY = frozenset({"block"})
 # the training features, each a `TrainHook`; this order is that of their fields in a metrics
 # line and of their states in a checkpoint
 HOOKS: tuple[type[TrainHook], ...] = (CurriculumHook, LoadHook, DenseHook, SpreadHook)
@@ -340,15 +342,23 @@ def _unset_load_stop(train: dict[str, Any]) -> dict[str, Any]:
     return train
 
 
+def model_identity(model: dict[str, Any]) -> dict[str, Any]:
+    """A model's settings as a run's identity holds them: less `UNSET_MODEL_NOT_IDENTITY`
+    while unset."""
+    return {k: v for k, v in model.items() if not (k in UNSET_MODEL_NOT_IDENTITY and v is None)}
+
+
 def run_settings(
     model: dict[str, Any], train: dict[str, Any], task: dict[str, Any], seed: int
 ) -> dict[str, Any]:
     """What a run's result depends on: its model, training (less `NOT_IDENTITY`) and task
-    settings and its seed, as plain JSON data (a final.json's fields give the same)."""
+    settings and its seed, as plain JSON data (a final.json's fields give the same). Settings
+    added after runs were recorded without them (`UNSET_NOT_IDENTITY`,
+    `UNSET_MODEL_NOT_IDENTITY`) are left out while unset."""
     return json.loads(
         json.dumps(
             {
-                "model": model,
+                "model": model_identity(model),
                 "train": _unset_load_stop(
                     {
                         k: v
