@@ -22,8 +22,9 @@ ROOT = Path(__file__).resolve().parents[1]
 RAW = yaml.safe_load((ROOT / "config.yaml").read_text())
 REFERENCE = ROOT / "references" / "paper_code_results.yaml"
 
-# Table 2's arms (scripts/mqar_probe.py --models ..., the App. B command)
-KSWEEP_ARMS = {
+# Table 2's arms (scripts/mqar_probe.py --models ..., the App. B command), and its eighth, the
+# attention control the table leaves out (its result files are in the K-sweep's sets)
+RECURRENT_KSWEEP_ARMS = {
     "armed_gdn",
     "gated_deltanet",
     "deltanet",
@@ -32,6 +33,7 @@ KSWEEP_ARMS = {
     "mamba2_ref",
     "mamba2_ref_noconv",
 }
+KSWEEP_ARMS = RECURRENT_KSWEEP_ARMS | {"attention"}
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +48,10 @@ def _rows(plan: Plan, experiment: str) -> dict[str, object]:
 def test_the_k_sweep_plans_table_2s_budget_at_each_k(paper: Plan) -> None:
     exp = paper.experiments["paper_ksweep"]
     assert exp["recipe"] == "paper" and set(exp["arms"]) == KSWEEP_ARMS
-    # the paper's eighth arm, its adaLN-Zero attention denoiser, has no cell here (config.yaml)
-    assert "attention" not in exp["arms"]
+    # the eighth arm, the adaLN-Zero attention denoiser at the script's default 8 heads
+    attention = exp["arms"]["attention"]
+    assert (attention["cell"], attention["heads"]) == ("full_attention", 8)
+    assert attention["model"] == {"direction": "full", "block": "adaln_zero"}
     rows = _rows(paper, "paper_ksweep")
     steps = {8: 3000, 16: 4000, 32: 6000}  # 2000 + 125 K (mqar_probe.py main)
     for arm in KSWEEP_ARMS:
@@ -56,9 +60,12 @@ def test_the_k_sweep_plans_table_2s_budget_at_each_k(paper: Plan) -> None:
             assert (row.task["name"], row.task["pairs"]) == ("paper_mqar", k)
             assert (row.train["steps"], row.train["batch"], row.train["lr"]) == (n, 256, 1e-3)
             assert row.seeds == 3  # seeds 0-2 (_armed_p1070)
-            assert row.model["layers"] == 1 and row.model["direction"] == "bidirectional"
-        # K = 32 at 6,000 steps is Table 1's run: trained once, by paper_mqar
-        assert paper.table.owner("paper_ksweep", f"{arm}-pairs32", 2) == ("paper_mqar", arm)
+            direction = "full" if arm == "attention" else "bidirectional"
+            assert row.model["layers"] == 1 and row.model["direction"] == direction
+        # K = 32 at 6,000 steps is Table 1's run: trained once, by paper_mqar (attention is
+        # no Table 1 arm: the K-sweep trains it at every K)
+        owner = "paper_ksweep" if arm == "attention" else "paper_mqar"
+        assert paper.table.owner("paper_ksweep", f"{arm}-pairs32", 2)[0] == owner
         assert paper.table.owner("paper_ksweep", f"{arm}-pairs8", 0)[0] == "paper_ksweep"
 
 
@@ -90,6 +97,7 @@ def test_each_run_arm_sits_beside_the_papers_own_seeds_at_its_value(paper: Plan)
     merged = load_reference(REFERENCE, ref["set"])
     assert merged["arms"]["mamba2_ref_noconv-pairs8"][2] == 0.52587890625  # ksweep_k8, seed 2
     assert merged["arms"]["gated_deltanet-pairs16"][0] == 0.90966796875  # ksweep_k16
+    assert merged["arms"]["attention-pairs32"][0] == 0.126953125  # ksweep_k32 (8 heads)
     assert set(merged["arms"]) >= {f"{a}-pairs{k}" for a in KSWEEP_ARMS for k in (8, 16, 32)}
     lr = load_reference(REFERENCE, paper.experiments["paper_lr_sweep"]["reference"]["set"])
     assert lr["arms"]["armed_gdn-lr0.003"][4] == 0.998046875  # armedlr3e3
