@@ -32,6 +32,20 @@ def _delta_inputs(dtype: torch.dtype, seed: int = 0) -> dict[str, torch.Tensor]:
     }
 
 
+def _frozen_inverse(a: torch.Tensor) -> torch.Tensor:
+    """(I + tril(a, -1))^{-1} by blocked halving (C a power of two), frozen as it computed up to
+    the halving layout (f245edd): matmul on diagonal-block views of eye and tril(a)."""
+    c = a.shape[-1]
+    low, t = a.tril(-1), torch.eye(c, dtype=a.dtype).expand(a.shape).clone()
+    m = 1
+    while m < c:
+        shape = (*a.shape[:-2], c // (2 * m), 2 * m, c // (2 * m), 2 * m)
+        tb, lb = (x.view(shape).diagonal(dim1=-4, dim2=-2).movedim(-1, -3) for x in (t, low))
+        tb[..., m:, :m] = -(tb[..., m:, m:] @ (lb[..., m:, :m] @ tb[..., :m, :m]))
+        m *= 2
+    return t
+
+
 def _run_and_grad(fn, inputs: dict[str, torch.Tensor], seed: int = 1) -> dict[str, torch.Tensor]:
     """Outputs, final state and input gradients of a random projection of both."""
     leaves = {n: x.detach().clone().requires_grad_(True) for n, x in inputs.items()}
@@ -57,6 +71,12 @@ def _outputs_and_grads(fn, inputs: list[torch.Tensor], gen: torch.Generator, **k
 @pytest.fixture
 def delta_inputs() -> Callable[..., dict[str, torch.Tensor]]:
     return _delta_inputs
+
+
+@pytest.fixture
+def frozen_inverse() -> Callable[[torch.Tensor], torch.Tensor]:
+    """The unit lower-triangular inverse as frozen for the bit-identity tests."""
+    return _frozen_inverse
 
 
 @pytest.fixture
