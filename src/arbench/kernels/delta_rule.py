@@ -28,7 +28,7 @@ from torch.autograd.function import once_differentiable
 
 from arbench.kernels.common import causal_mask, check_shapes, fit_chunk, from_chunks, to_chunks
 from arbench.kernels.scan import matrix_scan_backward, matrix_scan_forward
-from arbench.kernels.triangular import unit_lower_inverse
+from arbench.kernels.triangular import halving_buffer, unit_lower_inverse
 
 
 def delta_rule_recurrent(
@@ -65,8 +65,25 @@ def delta_rule_recurrent(
     return o, s
 
 
+def _fill_chunks(dst: torch.Tensor, src: torch.Tensor) -> None:
+    """Write src (B,H,T,...) into dst (B,H,N,C,...), time split into chunks and zero-padded.
+
+    `common.to_chunks` without its padded copy: the chunks land straight in a slice of a fused
+    buffer (k and q side by side, v beside k), and only the steps past T are zeroed.
+    """
+    c, t = dst.shape[3], src.shape[2]
+    full = t // c
+    if full:
+        dst[:, :, :full].copy_(src[:, :, : full * c].unflatten(2, (full, c)))
+    if full < dst.shape[2]:  # one partial chunk (N = ceil(T / C))
+        rest = t - full * c
+        dst[:, :, full, :rest].copy_(src[:, :, full * c :])
+        dst[:, :, full, rest:].zero_()
+
+
 class _DeltaChunks(torch.autograd.Function):
-    """The chunked delta rule on (B,H,N,C,.) chunks with a hand-written backward.
+    """The chunked delta rule with a hand-written backward: q, k, v, beta (B,H,T,.) in, o
+    (B,H,T,dv) and the final state out, chunks of `c` steps (B,H,N,C,.) inside.
 
     Forward as in the module docstring. Backward, per chunk (dZ = [dO, -dQ_eff], Y = [U, W],
     X_b = diag(b) [V, gamma K], G = [dR, -dM] from the reverse state scan):
@@ -74,22 +91,34 @@ class _DeltaChunks(torch.autograd.Function):
         dY = P_qk^T dZ + K_e G,   dK_e = Y G^T,   dX_b = T^T dY,
         dA = -tril(dX_b Y^T, -1)   (T^T dT T^T with dT = dY X_b^T, without forming dT),
     then the products with the masks/decays. One pass of fused matmuls replaces autograd's
-    graph of ~40 nodes and its copies (cat/split/repeat backward).
+    graph of ~40 nodes and its copies (cat/split/repeat backward). The padding to whole chunks
+    happens here too: the fused operands ([K; Q], [V, K], dZ, G) are filled in place in
+    preallocated buffers, never padded and then concatenated, and the gradients leave as views
+    of the padded ones.
     """
 
     @staticmethod
     def forward(
         ctx: Any,
-        q: torch.Tensor,
-        k: torch.Tensor,
-        v: torch.Tensor,
-        beta: torch.Tensor,
+        q_in: torch.Tensor,
+        k_in: torch.Tensor,
+        v_in: torch.Tensor,
+        beta_in: torch.Tensor,
         g: torch.Tensor | None,
         s0: torch.Tensor,
+        c: int,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        c, dv = q.shape[-2], v.shape[-1]
+        b, h, steps, dk = q_in.shape
+        dv, n = v_in.shape[-1], -(-steps // c)
+        # Padding with beta=0 (and g flat) makes the padded steps identities on the state.
+        kq = q_in.new_empty(b, h, n, 2 * c, dk)  # [K; Q]: one score product for both
+        k, q = kq[..., :c, :], kq[..., c:, :]
+        _fill_chunks(k, k_in)
+        _fill_chunks(q, q_in)
+        x = v_in.new_empty(b, h, n, c, dv + dk)  # [V, gamma K]: one product with T for both
+        _fill_chunks(x[..., :dv], v_in)
+        beta = to_chunks(beta_in, n, c)
         lower = causal_mask(c, q)
-        kq = torch.cat([k, q], dim=-2)  # (..., 2C, dk)
         p = kq @ k.transpose(-1, -2)  # [K K^T; Q K^T], masked (and decayed) below
         if g is not None:
             # Zero the s>t entries before exponentiating so that nothing overflows, and after.
@@ -99,15 +128,16 @@ class _DeltaChunks(torch.autograd.Function):
             gamma = g.exp()
             to_end = (g[..., -1:] - g).exp_()
             k_e = k * to_end[..., None]
-            x = torch.cat([v, k * gamma[..., None]], dim=-1)
+            torch.mul(k, gamma[..., None], out=x[..., dv:])
         else:
             p.view(*p.shape[:-2], 2, c, c).mul_(lower)
             mask = lower
             gamma = to_end = None
             k_e = k
-            x = torch.cat([v, k], dim=-1)
+            x[..., dv:] = k
         p_kk, p_qk = p.split(c, dim=-2)
-        t = unit_lower_inverse(beta[..., :, None] * p_kk)
+        a = halving_buffer(p_kk.shape, p_kk)  # T's own layout: no copy inside the inverse
+        t = unit_lower_inverse(torch.mul(beta[..., :, None], p_kk, out=a), keep_layout=True)
         x_b = beta[..., None] * x
         y = t @ x_b  # [U, W]
         k_e_t = k_e.transpose(-1, -2)
@@ -120,23 +150,30 @@ class _DeltaChunks(torch.autograd.Function):
         q_eff = (q if gamma is None else q * gamma[..., None]) - z[..., dv:]
         o = (q_eff @ starts).add_(z[..., :dv])
         ctx.save_for_backward(kq, k_e, x, beta, g, gamma, to_end, p, mask, t, y, m, starts, q_eff)
-        return o, s_final
+        ctx.steps = steps
+        return from_chunks(o, steps), s_final
 
     @staticmethod
     @once_differentiable
     def backward(
-        ctx: Any, d_o: torch.Tensor, d_final: torch.Tensor
+        ctx: Any, d_o_in: torch.Tensor, d_final: torch.Tensor
     ) -> tuple[torch.Tensor | None, ...]:
         kq, k_e, x, beta, g, gamma, to_end, p, mask, t, y, m, starts, q_eff = ctx.saved_tensors
-        c, dv = kq.shape[-2] // 2, x.shape[-1] - kq.shape[-1]
+        c, dk = kq.shape[-2] // 2, kq.shape[-1]
+        dv = x.shape[-1] - dk
         k, q = kq.split(c, dim=-2)
         p_kk, p_qk = p.split(c, dim=-2)
+        d_z = d_o_in.new_empty(*q_eff.shape[:-1], dv + dk)  # [dO, -dQ_eff]
+        _fill_chunks(d_z[..., :dv], d_o_in)
+        d_o = d_z[..., :dv]
         d_starts = q_eff.transpose(-1, -2) @ d_o
         d_m, d_r, d_s0 = matrix_scan_backward(m, starts, d_starts, d_final)
         d_qeff = d_o @ starts.transpose(-1, -2)
-        d_z = torch.cat([d_o, d_qeff.neg()], dim=-1)
+        torch.neg(d_qeff, out=d_z[..., dv:])
         d_p_qk = d_z @ y.transpose(-1, -2)
-        gm = torch.cat([d_r, d_m.neg()], dim=-1)  # (dk, dv+dk)
+        gm = d_r.new_empty(*d_r.shape[:-1], dv + dk)  # [dR, -dM]: (dk, dv+dk)
+        gm[..., :dv] = d_r
+        torch.neg(d_m, out=gm[..., dv:])
         d_y = (p_qk.transpose(-1, -2) @ d_z).add_(k_e @ gm)
         d_ke = y @ gm.transpose(-1, -2)
         d_xb = t.transpose(-1, -2) @ d_y
@@ -155,13 +192,14 @@ class _DeltaChunks(torch.autograd.Function):
             d_q = d_qeff * gamma[..., None]
         else:
             d_q = d_qeff
-            d_k = d_ke + d_kg
+            d_k = d_ke.add_(d_kg)
         d_p_kk.mul_(mask)
         d_p_qk.mul_(mask)
-        d_q = d_q + d_p_qk @ k
+        d_q.add_(d_p_qk @ k)
         d_k += (d_p_kk + d_p_kk.transpose(-1, -2)) @ k
         d_k += d_p_qk.transpose(-1, -2) @ q
-        return d_q, d_k, d_v, d_beta, d_g, d_s0
+        grads = (from_chunks(d, ctx.steps) for d in (d_q, d_k, d_v, d_beta))
+        return (*grads, d_g, d_s0, None)
 
 
 def _decay_grads(
@@ -209,10 +247,6 @@ def delta_rule_chunked(
     s0 = q.new_zeros(b, h, dk, dv) if initial_state is None else initial_state
     if n == 0:
         return v.new_zeros(b, h, 0, dv), s0
-    # Padding with beta=0 and log_alpha=0 makes the padded steps identities on the state.
-    q, k, v, beta = (to_chunks(x, n, c) for x in (q, k, v, beta))
-    g = None
-    if log_alpha is not None:
-        g = to_chunks(log_alpha, n, c).cumsum(-1)
-    o, s = _DeltaChunks.apply(q, k, v, beta, g, s0.contiguous())
-    return from_chunks(o, t), s
+    # log_alpha=0 on the padded steps (with beta=0 there) keeps them identities on the state.
+    g = None if log_alpha is None else to_chunks(log_alpha, n, c).cumsum(-1)
+    return _DeltaChunks.apply(q, k, v, beta, g, s0.contiguous(), c)
