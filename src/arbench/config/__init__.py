@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from arbench import frontier_arms
+from arbench.config import check_memo
 from arbench.config.errors import ConfigError
 from arbench.config.loading import StrictLoader, dealias, load_yaml, read_config
 from arbench.config.paths import ROOT
@@ -93,11 +94,15 @@ def _resolve_scale(config: dict[str, Any]) -> dict[str, Any]:
 @functools.lru_cache(maxsize=64)
 def _other_scale_error(raw: str, scale: str) -> str | None:
     """Why ``scale``'s rewrites of the raw config (JSON) fail, or None; cached, since one
-    process resolves the same config many times."""
+    process resolves the same config many times, and a pass is remembered across processes
+    (`check_memo`)."""
+    if check_memo.passed(raw, scale):
+        return None
     try:
         _resolve_scale({**json.loads(raw), "scale": scale})
     except ConfigError as e:
         return str(e)
+    check_memo.record_pass(raw, scale)
     return None
 
 

@@ -15,8 +15,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from scipy.stats import binom
-
 CHANCE_ALPHA = 1e-3
 CHANCE_FACTOR = 10.0
 NO_BINDING_FACTOR = 1.5
@@ -60,6 +58,8 @@ def off_chance(
     if key == "accuracy" and counted:
         k = sum(int(r["correct"]) for r in runs)
         n = sum(int(r["supervised"]) for r in runs)
+        from scipy.stats import binom  # here: scipy.stats costs every Snakemake start ~0.6 s
+
         p = float(binom.sf(k - 1, n, floor)) if n else 1.0
         return {
             "off_chance": bool(n and p < alpha),

@@ -9,7 +9,6 @@ import itertools
 import math
 
 import numpy as np
-from scipy.stats import norm
 
 from arbench.stats.permutation import _REL_TOL, MAX_EXACT
 
@@ -90,6 +89,8 @@ def rate_diff_interval(
     rates of 0 or 1, where the Wald interval collapses."""
     if n_a < 1 or n_b < 1 or not (0 <= k_a <= n_a and 0 <= k_b <= n_b):
         raise ValueError("counts must satisfy 0 <= k <= n and n >= 1")
+    from scipy.stats import norm  # here, not at import: the Snakefile imports this module
+
     z = float(norm.ppf(1 - (1 - confidence) / 2))
     pa, pb = k_a / n_a, k_b / n_b
     la, ua = _wilson(k_a, n_a, z)
