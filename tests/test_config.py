@@ -145,7 +145,8 @@ def test_scales_shrink_the_protocol() -> None:
             lambda c: c["experiments"]["collision"]["arms"]["causal_1layer"]["model"].update(
                 layer=1
             ),
-            "experiments.collision.arms.causal_1layer.model.layer: unknown key; allowed: ['block', 'cell",
+            "experiments.collision.arms.causal_1layer.model.layer: unknown key; "
+            "allowed: ['block', 'cell",
         ),
         (
             lambda c: c["experiments"]["ramps"]["arms"]["gated"]["task"].update(seq_len=12),
