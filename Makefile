@@ -32,7 +32,7 @@ demo: $(STAMP)
 demo-%: $(STAMP)
 	$(BIN)/snakemake results/study/studies/$*.md --cores $(CORES) --config scale=study \
 	  --rerun-incomplete --printshellcmds
-	@echo "study $* is in results/study/: its index is results/study/studies/$*.md"
+	@echo "study $* is in results/study/: its claims are results/study/studies/$*/claims.md, its index results/study/studies/$*.md"
 
 # the suite in $(CORES) processes (pytest-xdist); the smoke run it reads starts at once beside it
 test: $(STAMP)

@@ -37,6 +37,8 @@ rule claims:
         mem_mb=500,
         runtime=5,
     params:
+        # the results root: where claims.md lies
+        root=lambda wc, output: os.path.dirname(output.md),
         scale=SCALE,
         planned=lambda wc: arbench_claims.planned_for(CLAIMS, PLAN),
     script:

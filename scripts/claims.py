@@ -1,5 +1,5 @@
 """Snakemake glue: the claim-by-claim report (claims.md and tables/claims.tex) from
-claims.yaml and the stats JSONs the config plans."""
+claims.yaml and the stats JSONs the config plans; for one study, the claims it decides."""
 
 import _arbench_path  # noqa: F401  (puts src/ on sys.path)
 
@@ -12,15 +12,17 @@ from pathlib import Path
 
 from arbench.report.claims import counts, write_report
 
+study = sm.params.get("study")  # a study's (name, experiments): its claims only
 results = write_report(
     sm.input.claims,
-    Path(sm.output.md).parent,  # the results root
+    Path(sm.params.root),  # the results root
     sm.params.scale,
     sm.output.md,
     sm.output.tex,
     planned=dict(sm.params.planned),
     md_template=sm.input.md_template,
     tex_template=sm.input.tex_template,
+    study=None if study is None else (study[0], list(study[1])),
 )
 for r in results:
     log(f"{r.claim.id:>40}: {r.verdict}{f' ({r.reason})' if r.reason else ''}")

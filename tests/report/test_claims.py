@@ -892,3 +892,87 @@ def test_a_collapse_claim_needs_its_positive_control_to_have_learned() -> None:
     assert r.verdict == C.INCONCLUSIVE and "positive control (armed) did not learn" in r.reason
     with pytest.raises(C.ClaimError, match="toy_claim: control: expected"):
         verdict(**{**low, "control": {"statistic": "arms/x/mean"}})
+
+
+# ------------------------------------------------------------------ a study's own report
+
+
+def test_a_studys_report_keeps_its_claims_and_reads_no_other_experiment(tmp_path: Path) -> None:
+    """`make demo-<study>`'s claims.md: the claims read off the study's experiments (main or
+    causal reading), a reading off another experiment "not run" without reading its file,
+    links leading back to the results root."""
+    other = {"title": "the lattice protocol module", "section": "§1"}
+    cf = parse(
+        claim(id="in_study"),
+        claim(
+            id="causal_only",
+            experiment="elsewhere",
+            causal={
+                "experiment": "toy",
+                "statistic": "contrasts[a=armed,b=plain,value=16]/diff",
+                "p": "contrasts[a=armed,b=plain,value=16]/p",
+            },
+        ),
+        claim(id="outside", experiment="elsewhere", source=other),
+        sources=["the paper summary", "the lattice protocol module"],
+        not_claims=[
+            {"statement": "A design number.", "source": other, "kind": "design", "where": "config"},
+            {"statement": "A toy setting.", "source": SOURCE, "kind": "design", "where": "config"},
+        ],
+    )
+    kept = C.in_study(cf, ["toy"])
+    assert [c.id for c in kept.claims] == ["in_study", "causal_only"]
+    assert kept.sources == ("the paper summary",)
+    assert [n.statement for n in kept.not_claims] == ["A toy setting."]
+    (tmp_path / "stats").mkdir()
+    (tmp_path / "stats/toy.json").write_text(json.dumps(STATS))
+    # a stats file of the other experiment that must not be read: it would decide the claim
+    (tmp_path / "stats/elsewhere.json").write_text(json.dumps(STATS))
+    got = {r.claim.id: r for r in C.evaluate(kept, tmp_path, "test", study=["toy"])}
+    assert got["in_study"].verdict == C.REPRODUCED
+    assert got["causal_only"].verdict == C.NOT_RUN
+    assert "not one of this study's" in got["causal_only"].reason
+    assert got["causal_only"].causal.verdict == C.REPRODUCED
+    claims_yaml = tmp_path / "claims.yaml"
+    claims_yaml.write_text(
+        yaml.safe_dump(
+            {
+                "sources": ["the paper summary", "the lattice protocol module"],
+                "claims": [
+                    claim(id="in_study"),
+                    claim(id="outside", experiment="elsewhere", source=other),
+                ],
+            }
+        )
+    )
+    md_out = tmp_path / "studies/toy/claims.md"
+    md_out.parent.mkdir(parents=True)
+    results = C.write_report(
+        claims_yaml,
+        tmp_path,
+        "test",
+        md_out,
+        tmp_path / "studies/toy/claims.tex",
+        study=("toy", ["toy"]),
+    )
+    assert [r.claim.id for r in results] == ["in_study"]
+    md = md_out.read_text()
+    assert md.startswith("# Claim-by-claim reproduction of study `toy` (scale `test`)")
+    assert "](../../tables/toy.tex)" in md and "outside" not in md
+    whole = C.write_report(
+        claims_yaml, tmp_path, "test", tmp_path / "claims.md", tmp_path / "c.tex"
+    )
+    assert {r.claim.id for r in whole} == {"in_study", "outside"}
+    assert "](tables/toy.tex)" in (tmp_path / "claims.md").read_text()
+
+
+def test_a_studys_planned_stats_name_only_its_experiments() -> None:
+    cf = C.load_claims(CLAIMS)
+    plan = _plan("study")
+    names = plan.studies["kvbench"]
+    planned = C.planned_for(CLAIMS, plan, names)
+    assert planned, "the kvbench study decides no claim"
+    assert set(planned) <= {k for c in cf.claims for k in (c.id, C.causal_key(c))}
+    files = {p for p in planned.values() if p}
+    assert files and files <= {f"stats/{e}.json" for e in names}
+    assert C.stats_inputs(CLAIMS, plan, names) == sorted(f"{plan.root}/{p}" for p in files)

@@ -1,5 +1,5 @@
-"""The index page of one study (`studies:` in the config): its experiments and the tables
-and figures the study scale built for them, as Markdown."""
+"""The index page of one study (`studies:` in the config): the claims it decides, then its
+experiments' tables and figures, as Markdown."""
 
 from __future__ import annotations
 
@@ -7,9 +7,17 @@ import os
 from collections.abc import Sequence
 
 
-def study_index(study: str, experiments: Sequence[str], scale: str, files: Sequence[str]) -> str:
-    """A Markdown index of ``files`` (paths under the scale's results folder, which is where
-    the index itself lives, one folder down), grouped under the study's title."""
+def study_index(
+    study: str,
+    experiments: Sequence[str],
+    scale: str,
+    files: Sequence[str],
+    index: str,
+    claims: str | None = None,
+) -> str:
+    """A Markdown index of ``claims`` (the study's claims.md) and ``files`` (paths under the
+    scale's results folder), each linked relative to ``index``, the index's own path."""
+    here = os.path.dirname(index)
     lines = [
         f"# Study `{study}` (scale `{scale}`)",
         "",
@@ -19,7 +27,12 @@ def study_index(study: str, experiments: Sequence[str], scale: str, files: Seque
         f"Experiments: {', '.join(f'`{e}`' for e in experiments)}.",
         "",
     ]
+    if claims is not None:
+        lines += [
+            f"Open first: [the claims this study decides]({os.path.relpath(claims, here)}), "
+            "each source claim on this study's experiments with its verdict, n and p.",
+            "",
+        ]
     for path in files:
-        rel = os.path.relpath(path, os.path.dirname(os.path.dirname(path)) + "/studies")
-        lines.append(f"- [{os.path.basename(path)}]({rel})")
+        lines.append(f"- [{os.path.basename(path)}]({os.path.relpath(path, here)})")
     return "\n".join(lines) + "\n"

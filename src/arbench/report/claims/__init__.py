@@ -17,8 +17,10 @@ an error naming the claim.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +106,7 @@ __all__ = [
     "evaluate",
     "evaluate_claim",
     "fmt",
+    "in_study",
     "load_claims",
     "main",
     "md_text",
@@ -127,19 +130,52 @@ __all__ = [
 ]
 
 
-def planned_stats(claims: ClaimsFile, plan: Any) -> dict[str, str | None]:
+def planned_stats(
+    claims: ClaimsFile, plan: Any, study: Collection[str] | None = None
+) -> dict[str, str | None]:
     """Claim id -> the stats file (relative to the results root) that this config produces
     for it, or None when it produces none: the experiment is not in the config (a top-level
     config block such as ``score_variance`` counts: its rule writes ``stats/<block>.json``),
-    or the release or its file is not planned. A claim naming what the config does not have
-    at all fails here, before any job (`plan_check`)."""
+    or the release or its file is not planned, or (given a ``study``'s experiments) it is
+    not one of them. A claim naming what the config does not have at all fails here, before
+    any job (`plan_check`)."""
     check_against_plan(claims, plan)
+
+    def planned(c: Claim) -> str | None:
+        if study is not None and c.source_name not in study:
+            return None
+        return _planned(c, plan)
+
     out: dict[str, str | None] = {}
     for c in claims.claims:
-        out[c.id] = _planned(c, plan)
+        out[c.id] = planned(c)
         if c.causal is not None:
-            out[causal_key(c)] = _planned(c.causal, plan)
+            out[causal_key(c)] = planned(c.causal)
     return out
+
+
+def in_study(claims: ClaimsFile, experiments: Collection[str]) -> ClaimsFile:
+    """The claims one study decides: those read off one of its ``experiments`` (in the main
+    or the causal reading), with their sources and those sources' statements that are not
+    claims; what `make demo-<study>` reports."""
+    names = set(experiments)
+    kept = tuple(
+        c
+        for c in claims.claims
+        if c.source_name in names or (c.causal is not None and c.causal.source_name in names)
+    )
+    titles = {c.source_title for c in kept}
+    return dataclasses.replace(
+        claims,
+        claims=kept,
+        sources=tuple(s for s in claims.sources if s in titles),
+        # a statement's source reads "title, section"
+        not_claims=tuple(
+            n
+            for n in claims.not_claims
+            if any(n.source == t or n.source.startswith(f"{t}, ") for t in titles)
+        ),
+    )
 
 
 def causal_key(claim: Claim) -> str:
@@ -166,18 +202,26 @@ def _planned(c: Claim, plan: Any) -> str | None:
     return c.stats_path() if f"{plan.root}/{c.stats_path()}" in files else None
 
 
-def planned_for(claims_path: str | Path, plan: Any) -> dict[str, str | None]:
-    """`planned_stats` of a claims file, {} when the file is absent (the claims rule then
-    reports it as its missing input instead of the workflow failing to parse)."""
+def planned_for(
+    claims_path: str | Path, plan: Any, study: Collection[str] | None = None
+) -> dict[str, str | None]:
+    """`planned_stats` of a claims file (of a ``study``'s claims only, where given), {} when
+    the file is absent (the claims rule then reports it as its missing input instead of the
+    workflow failing to parse)."""
     if not Path(claims_path).exists():
         return {}
-    return planned_stats(load_claims(claims_path), plan)
+    claims = load_claims(claims_path)
+    if study is not None:
+        claims = in_study(claims, study)
+    return planned_stats(claims, plan, study)
 
 
-def stats_inputs(claims_path: str | Path, plan: Any) -> list[str]:
-    """The stats files (under the plan's root) that the claims read and the config plans:
-    the claims rule's inputs."""
-    found = {p for p in planned_for(claims_path, plan).values() if p}
+def stats_inputs(
+    claims_path: str | Path, plan: Any, study: Collection[str] | None = None
+) -> list[str]:
+    """The stats files (under the plan's root) that the claims read and the config plans
+    (of a ``study``'s experiments only, where given): the claims rules' inputs."""
+    found = {p for p in planned_for(claims_path, plan, study).values() if p}
     return sorted(f"{plan.root}/{p}" for p in found)
 
 
@@ -195,10 +239,12 @@ def evaluate(
     root: str | Path,
     scale: str,
     planned: Mapping[str, str | None] | None = None,
+    study: Collection[str] | None = None,
 ) -> list[Result]:
     """Every claim's verdict on the stats under ``root``. ``planned`` (from `planned_stats`)
     says which stats files the config produces; without it every claim's file is read when
-    it exists. A claim on an unplanned experiment or an absent file is "not run"."""
+    it exists. A claim on an unplanned experiment or an absent file is "not run", as is a
+    reading off an experiment outside ``study`` (a study's experiments), where given."""
     root = Path(root)
     cache: dict[str, Any] = {}
 
@@ -206,6 +252,9 @@ def evaluate(
         if claim.source_name in claims.not_planned:
             why = claims.not_planned[claim.source_name]
             return Result(claim, NOT_PLANNED, scale=scale, reason=why)
+        if study is not None and claim.source_name not in study:
+            why = f"experiment {claim.source_name} is not one of this study's"
+            return Result(claim, NOT_RUN, scale=scale, reason=why)
         path = claim.stats_path() if planned is None else planned.get(key)
         if path is None:
             why = claims.pending.get(claim.source_name)
@@ -242,11 +291,20 @@ def write_report(
     planned: Mapping[str, str | None] | None = None,
     md_template: str | Path | None = None,
     tex_template: str | Path | None = None,
+    study: tuple[str, Sequence[str]] | None = None,
 ) -> list[Result]:
-    """Load, evaluate and render: what the claims rule and the command line run."""
+    """Load, evaluate and render: what the claims rules and the command line run. With a
+    ``study`` (its name and experiments) only the claims it decides, linked from its
+    ``studies/<name>/`` folder."""
     claims = load_claims(claims_path)
-    results = evaluate(claims, root, scale, planned)
-    atomic_write_text(md_out, render_markdown(results, scale, md_template, claims))
+    experiments = None if study is None else study[1]
+    if experiments is not None:
+        claims = in_study(claims, experiments)
+    results = evaluate(claims, root, scale, planned, experiments)
+    base = "" if md_out is None else os.path.relpath(root, Path(md_out).parent)
+    scope = None if study is None else (study[0], list(study[1]))
+    md = render_markdown(results, scale, md_template, claims, scope=scope, link_base=base)
+    atomic_write_text(md_out, md)
     atomic_write_text(
         tex_out, render_tex(results, scale, tex_template, source=Path(claims_path).name)
     )

@@ -199,9 +199,13 @@ def render_markdown(
     scale: str,
     template: str | Path | None = None,
     claims: ClaimsFile | None = None,
+    scope: tuple[str, Sequence[str]] | None = None,
+    link_base: str = "",
 ) -> str:
     """claims.md: a summary, then a row per claim (reasons and notes beside the verdict),
-    then the sources' statements that are design parameters or untestable."""
+    then the sources' statements that are design parameters or untestable. ``scope`` (a
+    study's name and experiments) titles a study's report; ``link_base`` leads from where
+    the file lies to the results root its tables and figures are under."""
     template = Path(template or TEMPLATES / "claims.md.j2")
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(template.parent)),
@@ -224,6 +228,8 @@ def render_markdown(
         rules=RULES,
         sources=sources,
         not_claims=claims.not_claims if claims else (),
+        scope=scope,
+        base="" if link_base in ("", ".") else link_base.rstrip("/") + "/",
     )
 
 
