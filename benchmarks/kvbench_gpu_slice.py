@@ -54,7 +54,7 @@ from arbench.models.kvbench import TRAIN_TILE  # noqa: E402
 from arbench.models.kvbench_memory import eval_bytes, train_step_bytes  # noqa: E402
 from arbench.tasks.base import Signal, config_of  # noqa: E402
 from arbench.tasks.kvbench import KVBenchTask, KVConfig, peak_memory_mib, sweep  # noqa: E402
-from arbench.train.loop import TrainConfig, _optimizer, batch_size, train_step  # noqa: E402
+from arbench.train.loop import TrainConfig, batch_size, make_optimizer, train_step  # noqa: E402
 
 EXPERIMENT = "kvbench_long"
 TOLERANCE = 1e-4  # fp32 attention over <= 2,048 keys: rounding is ~1e-6
@@ -127,7 +127,7 @@ def training(model: torch.nn.Module, task: KVBenchTask, train: dict, device: tor
     token budget gives, the loop's loss, optimizer and clipping, the model's training tile;
     peak memory beside the memory model's."""
     cfg = TrainConfig.from_dict({k: v for k, v in train.items() if k != "load"})
-    opt = _optimizer(model, cfg)
+    opt = make_optimizer(model, cfg)
     model.train()
     rows, skipped = [], []
     for load in train["load"]["values"]:

@@ -114,7 +114,7 @@ def measure_train(seq_len: int, width: dict[str, int]) -> dict[str, Any]:
     from arbench.models.kvbench_memory import step_flops, train_step_bytes
     from arbench.tasks.base import Signal, config_of
     from arbench.tasks.kvbench import KVBenchTask, KVConfig
-    from arbench.train.loop import TrainConfig, _optimizer, batch_size, train_step
+    from arbench.train.loop import TrainConfig, batch_size, make_optimizer, train_step
 
     torch.set_num_threads(1)
     run = _long_run()
@@ -126,7 +126,7 @@ def measure_train(seq_len: int, width: dict[str, int]) -> dict[str, Any]:
     base = _warm_up()
     model = families.build(cfg, 0)
     model.train()
-    opt = _optimizer(model, train)
+    opt = make_optimizer(model, train)
     drawn = task.train_batch(0, 0, batch, Signal(load=load))
     t0 = time.perf_counter()
     train_step(model, opt, drawn, [], 0, torch.device("cpu"), (), train, seed=0)

@@ -32,7 +32,7 @@ from arbench.models import ModelConfig  # noqa: E402
 from arbench.models.lm import build_model  # noqa: E402
 from arbench.plan import Plan  # noqa: E402
 from arbench.tasks import build_task  # noqa: E402
-from arbench.train.loop import TrainConfig, _optimizer, masked_loss  # noqa: E402
+from arbench.train.loop import TrainConfig, make_optimizer, train_step  # noqa: E402
 
 
 def seconds_per_step(
@@ -41,15 +41,14 @@ def seconds_per_step(
     """Median wall seconds of one training step (forward, backward, AdamW) after a warm-up."""
     adapter = build_task(task, data_dir)
     net = build_model(ModelConfig(vocab_size=adapter.vocab_size, **model), 0)
-    opt = _optimizer(net, TrainConfig.from_dict(train))
-    tokens, targets = adapter.train_batch(0, 0, train["batch"]).tensors()
+    cfg = TrainConfig.from_dict(train)
+    opt = make_optimizer(net, cfg)
+    drawn = adapter.train_batch(0, 0, train["batch"])
+    excluded = adapter.never_predicted()
     times = []
     for i in range(steps + 1):
         t0 = time.perf_counter()
-        loss, _ = masked_loss(net, tokens, targets)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+        train_step(net, opt, drawn, [], i, torch.device("cpu"), excluded, cfg, seed=0)
         if i:
             times.append(time.perf_counter() - t0)
     return sorted(times)[len(times) // 2]

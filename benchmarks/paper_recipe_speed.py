@@ -5,9 +5,9 @@ The paper's code (JIBSIL/dualgoose @824f4b73) runs its reference cells as a Pyth
 time steps; at its factorial shapes (one thread, batch 256, K = 32, L = 72) issue 30 measured
 406-660 ms a training step (28k-45k tokens/s) on this machine. This script times what the
 pipeline runs: each arm of `experiments.paper_mqar` (and of `experiments.factorial`, the causal
-recipe) built from the resolved config, one full training step (forward, masked loss,
-backward, clip, AdamW) on the task's own batches, a warm-up and then the median of several
-steps, arms timed in turns so that machine drift hits all alike.
+recipe) built from the resolved config, one full training step (the loop's `train_step`:
+forward, masked loss, backward, clip, AdamW) on the task's own batches, a warm-up and then
+the median of several steps, arms timed in turns so that machine drift hits all alike.
 
     .venv/bin/python benchmarks/paper_recipe_speed.py [--steps 7] [--paper-code DIR]
 
@@ -35,7 +35,9 @@ from arbench import config as arbench_config  # noqa: E402
 from arbench.experiment import runs_of  # noqa: E402
 from arbench.models import families  # noqa: E402
 from arbench.tasks.base import build_task  # noqa: E402
-from arbench.train.loop import TrainConfig, _optimizer, masked_loss  # noqa: E402
+from arbench.train.loop import TrainConfig, make_optimizer, train_step  # noqa: E402
+
+CPU = torch.device("cpu")
 
 # the paper's labels and their mqar_probe.py model names (the same, for these arms)
 PAPER_ARMS = (
@@ -61,18 +63,14 @@ def _ours(experiment: str, batch: int | None) -> dict[str, Any]:
         train = TrainConfig.from_dict(run.train)
         model_cfg = families.model_config(run.model, task.vocab_size, positions=task.positions())
         model = families.build(model_cfg, 0)
-        opt = _optimizer(model, train)
+        opt = make_optimizer(model, train)
         b = batch or train.batch
         excluded = task.never_predicted()
 
         def step(i: int, model=model, opt=opt, task=task, train=train, b=b, ex=excluded):
-            tokens, targets = task.train_batch(0, i, b).tensors()
-            loss, _ = masked_loss(model, tokens, targets, exclude=ex, weight=train.loss_weight)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), train.grad_clip)
-            opt.step()
-            return tokens.numel()
+            drawn = task.train_batch(0, i, b)
+            train_step(model, opt, drawn, [], i, CPU, ex, train, seed=0)  # the loop's own step
+            return drawn.tokens.size
 
         steps[run.name] = step
     return steps

@@ -47,7 +47,7 @@ from arbench.tasks.passkey_swar.generator import (  # noqa: E402
     generate_seeds,
 )
 from arbench.tasks.passkey_swar.task import PasskeySwarTask  # noqa: E402
-from arbench.train.loop import TrainConfig, _optimizer, masked_loss  # noqa: E402
+from arbench.train.loop import TrainConfig, make_optimizer, masked_loss  # noqa: E402
 from arbench.train.schedule import lr_at  # noqa: E402
 
 
@@ -148,7 +148,7 @@ def run(args: argparse.Namespace) -> dict:
             with torch.no_grad():
                 p.copy_(torch.logit(vals.clamp(1e-6, 1 - 1e-7).double()).float())
     init_decays = decays(model)
-    opt = _optimizer(model, train)
+    opt = make_optimizer(model, train)
     # "32/32,64/32,64,128,256": one group of train configs per equal share of the steps
     stages = [[int(c) for c in g.split(",")] for g in args.configs.split("/")]
     rng = np.random.default_rng(args.seed)

@@ -18,11 +18,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+from arbench.batch import Batch, Signal
 from arbench.io import atomic_write_json, read_json, sha256_file
 from arbench.mismatch import SettingsMismatch, differences
 from arbench.runtime import Log
 from arbench.tasks import build_task, task_class
-from arbench.tasks.base import Batch, Release, Signal, Task, load_eval_set, save_eval_set
+from arbench.tasks.base import Release, Task, load_eval_set, save_eval_set
 
 FINAL = "final.json"
 

@@ -32,8 +32,12 @@ def _model(settings: dict = MODEL):
     return build_model(ModelConfig(vocab_size=build_task(TASK).vocab_size, **settings), 0)
 
 
+def _run_of(model: Any, steps: int = 6, seed: int = 0) -> train_hooks.HookRun:
+    return train_hooks.HookRun(steps=steps, model=model, seed=seed)
+
+
 def test_only_the_features_asked_for_get_a_hook_in_hooks_order() -> None:
-    assert train_hooks.build(HOOKS, TrainConfig(), _model(), 0) == []
+    assert train_hooks.build(HOOKS, TrainConfig(), _run_of(_model())) == []
     cfg = TrainConfig.from_dict(
         {
             "curriculum": {"ramp": "linear"},
@@ -42,20 +46,38 @@ def test_only_the_features_asked_for_get_a_hook_in_hooks_order() -> None:
             "spread": {"weight": 0.1},
         }
     )
-    built = train_hooks.build(HOOKS, cfg, _model(LATTICE), 0)
+    built = train_hooks.build(HOOKS, cfg, _run_of(_model(LATTICE)))
     assert [type(h) for h in built] == [CurriculumHook, LoadHook, DenseHook, SpreadHook]
     assert [h.state_key for h in built] == ["curriculum", "load", None, None]
+    assert [h.finished for h in built] == [False] * 4  # declared by every hook
+
+
+def test_each_hook_is_built_from_its_own_section_alone() -> None:
+    """`build` hands a hook its train-block section and the run, never the whole block."""
+    got: list[Any] = []
+
+    class Probe(TrainHook):
+        section = "curriculum"
+
+        @classmethod
+        def from_settings(cls, settings: Any, run: train_hooks.HookRun) -> None:
+            got.append((settings, run.steps, run.seed))
+
+    cfg = TrainConfig.from_dict({"steps": 9, "curriculum": {"ramp": "linear"}})
+    assert train_hooks.build([Probe], cfg, _run_of(None, steps=9, seed=3)) == []
+    assert got == [(cfg.curriculum, 9, 3)]
+    assert {k.section for k in HOOKS} <= set(vars(cfg))  # every hook's section is a train key
 
 
 def test_spread_on_a_model_without_a_lattice_layer_fails_naming_it() -> None:
     cfg = TrainConfig.from_dict({"spread": {"weight": 0.1}})
     with pytest.raises(ValueError, match=r"^train\.spread: the model has no lattice layer$"):
-        train_hooks.build(HOOKS, cfg, _model(), 0)
+        train_hooks.build(HOOKS, cfg, _run_of(_model()))
 
 
 def test_the_signal_merges_the_hooks_fields_and_is_none_without_any() -> None:
     cfg = TrainConfig.from_dict({"steps": 10, "curriculum": {"ramp": "linear", "until": 1.0}})
-    curriculum = CurriculumHook.from_train(cfg, _model(), 0)
+    curriculum = CurriculumHook.from_settings(cfg.curriculum, _run_of(_model(), steps=cfg.steps))
     assert train_hooks.signal_of([], 3) is None
     assert train_hooks.signal_of([TrainHook()], 3) is None  # the base hook sets nothing
     assert train_hooks.signal_of([curriculum, DenseHook()], 5) == Signal(gap=0.5, dense=True)
@@ -65,6 +87,7 @@ def test_the_signal_merges_the_hooks_fields_and_is_none_without_any() -> None:
 class Recorder(TrainHook):
     """A stateful test hook: records each call, counts observed steps, logs the count."""
 
+    section = "steps"  # any train key: it reads none of it
     state_key = "recorder"
     calls: list[tuple[str, int]] = []
 
@@ -72,7 +95,7 @@ class Recorder(TrainHook):
         self.seen = 0
 
     @classmethod
-    def from_train(cls, cfg: TrainConfig, model: Any, seed: int) -> Recorder:
+    def from_settings(cls, settings: Any, run: train_hooks.HookRun) -> Recorder:
         return cls()
 
     @contextlib.contextmanager

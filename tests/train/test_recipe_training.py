@@ -12,7 +12,7 @@ import torch
 from arbench.models import families
 from arbench.tasks import build_task
 from arbench.tasks.base import IGNORE
-from arbench.train.loop import TrainConfig, _optimizer, masked_loss, train
+from arbench.train.loop import TrainConfig, make_optimizer, masked_loss, train
 
 MODEL = {
     "family": "denoiser",
@@ -37,9 +37,11 @@ def _decayed(opt: torch.optim.Optimizer) -> set[int]:
 def test_decay_params_all_decays_every_parameter_matrices_only_2d_non_embeddings() -> None:
     _, model = _model()
     every = {id(p) for p in model.parameters()}
-    opt = _optimizer(model, TrainConfig.from_dict({"decay_params": "all", "weight_decay": 0.01}))
+    opt = make_optimizer(
+        model, TrainConfig.from_dict({"decay_params": "all", "weight_decay": 0.01})
+    )
     assert _decayed(opt) == every and len(opt.param_groups) == 1
-    opt = _optimizer(model, TrainConfig())
+    opt = make_optimizer(model, TrainConfig())
     decayed = _decayed(opt)
     named = dict(model.named_parameters())
     assert id(named["embed.weight"]) not in decayed and id(named["norm.bias"]) not in decayed

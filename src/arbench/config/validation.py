@@ -622,11 +622,11 @@ def _check_warm_start(where: str, run: Run, cfg: dict[str, Any]) -> None:
 
 def _check_source_results(where: str, exp: dict[str, Any]) -> None:
     """An experiment's ``reference`` names a file that exists, reads strictly and holds only
-    valid scores (`arbench.report.reference.check_reference`), and a set of it that shares at
+    valid scores (`arbench.references.check_reference`), and a set of it that shares at
     least one arm or run arm name with the experiment (what its table puts side by side); sets
     placed at grid values (``set: [{set, at}]``) each at a label of one of the grid's values."""
     from arbench.experiment import point_label, runs_of
-    from arbench.report.reference import ReferenceFileError, load_reference
+    from arbench.references import ReferenceFileError, load_reference
 
     ref = exp.get("reference")
     if not ref:

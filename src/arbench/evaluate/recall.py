@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from arbench.batch import IGNORE
 from arbench.models import LanguageModel
-from arbench.tasks.base import IGNORE
 
 
 def hidden_at(model: Any, tokens: torch.Tensor, sel: torch.Tensor, **options: Any) -> torch.Tensor:

@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from arbench.batch import IGNORE
 from arbench.models import LanguageModel
-from arbench.tasks.base import IGNORE
 
 
 def pieces(length: int, piece: int) -> Iterator[tuple[int, int]]:

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from arbench.tasks.base import IGNORE
+from arbench.batch import IGNORE
 
 
 class _OpCounter(TorchDispatchMode):

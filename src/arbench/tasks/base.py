@@ -1,4 +1,5 @@
-"""What every task shares: the label convention, the batch type, and the task contract.
+"""What every task shares: the task contract, with the label convention and the batch type
+(`arbench.batch`, re-exported here).
 
 A task is one module (or package) holding its generator, an independent oracle, a floor
 calculator and an adapter class that subclasses `Task` and registers a name. The adapter's
@@ -18,47 +19,16 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import io
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
-if TYPE_CHECKING:
-    import torch
-
-IGNORE = -100  # target of every position the loss and the accuracy skip
+from arbench.batch import IGNORE, Batch, Signal  # noqa: F401  (every task module reads them here)
 
 DataKind = Literal["stream", "release"]
 Layout = Literal["bars", "sweep", "grid", "kvbench"]
 Progress = Any  # a callable taking one string, or None
-
-
-@dataclass
-class Batch:
-    """Token ids and aligned targets, both (n, L): ``targets[t]`` is what the model must emit
-    at position t (IGNORE where nothing is supervised). ``lengths`` gives each row's true
-    length when rows are right-padded. ``key_positions`` (n, P), from a task that marks its
-    keys (`Task.marks_keys`), gives the position of each row's P stored keys (the store-pass
-    key tokens), where the address-spread regulariser reads the write addresses
-    (`arbench.train.spread`); None for every other task."""
-
-    tokens: np.ndarray
-    targets: np.ndarray
-    lengths: np.ndarray | None = None
-    key_positions: np.ndarray | None = None
-
-    def __len__(self) -> int:
-        return len(self.tokens)
-
-    def tensors(self, device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
-        """(tokens, targets) as int64 tensors on ``device``."""
-        import torch  # here, not at the top: data and report jobs never load torch
-
-        return tuple(  # type: ignore[return-value]
-            torch.from_numpy(np.asarray(a, dtype=np.int64)).to(device)
-            for a in (self.tokens, self.targets)
-        )
 
 
 EVAL_FILE = "eval.npz"  # a stream task's held-out set, inside its data folder
@@ -87,22 +57,6 @@ def load_eval_set(data_dir: str | Path | None) -> Batch:
         raise ValueError("evaluation needs the data folder that holds the held-out set")
     arrays = np.load(Path(data_dir) / EVAL_FILE)
     return Batch(arrays["tokens"].astype(np.int64), arrays["targets"].astype(np.int64))
-
-
-@dataclass(frozen=True)
-class Signal:
-    """The training signal of one batch, set by the training options (`arbench.train`), not
-    by the task: ``gap`` is the distance curriculum's current maximum, a fraction of the
-    task's full table-to-query gap (each sequence's gap is drawn uniformly from 0 to it;
-    None: every sequence at the full gap, the evaluation layout), and ``dense`` supervises
-    every query instead of the task's own (end-only) answer; ``load`` is the load schedule's
-    current rung (`arbench.train.load_schedule`): how many bindings the batch holds (None:
-    the task's own setting). A task honours the fields it names in `Task.signals`; the
-    config rejects a training option its task does not."""
-
-    gap: float | None = None
-    dense: bool = False
-    load: int | None = None
 
 
 @runtime_checkable

@@ -22,14 +22,9 @@ The gated ramp depends on training history, so its state is part of the checkpoi
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from arbench.train.hooks import ScheduleHook
-
-if TYPE_CHECKING:
-    from torch import nn
-
-    from arbench.train.loop import TrainConfig
+from arbench.train.hooks import HookRun, ScheduleHook
 
 RAMPS = ("linear", "shaped", "gated")
 
@@ -120,12 +115,14 @@ class Curriculum:
 class CurriculumHook(ScheduleHook):
     """``train.curriculum`` in the loop: each batch's ``gap`` from the ramp."""
 
-    state_key = "curriculum"
+    section = state_key = "curriculum"
     field = "gap"
 
     @classmethod
-    def from_train(cls, cfg: TrainConfig, model: nn.Module, seed: int) -> CurriculumHook | None:
-        return None if cfg.curriculum is None else cls(Curriculum(cfg.curriculum, cfg.steps))
+    def from_settings(
+        cls, settings: CurriculumConfig | None, run: HookRun
+    ) -> CurriculumHook | None:
+        return None if settings is None else cls(Curriculum(settings, run.steps))
 
     def value(self, step: int) -> float:
         return self.schedule.gap(step)

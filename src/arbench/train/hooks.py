@@ -4,7 +4,10 @@ Each feature of the train block (the distance curriculum, the load schedule, den
 supervision, the address-spread regulariser) is a `TrainHook`, living beside the feature
 (`arbench.train.curriculum.CurriculumHook`, `arbench.train.load_schedule.LoadHook`,
 `DenseHook` here, `arbench.train.spread.SpreadHook`). The loop builds the hooks its train block
-asks for (`build`) and calls every one at the same points of each step, in the hooks' order:
+asks for (`build`): each hook class names the train block's key it owns (`section`) and is
+built from that section's settings alone and the run it joins (`HookRun`: the step count, the
+model, the seed), never from the whole train block. The loop calls every hook at the same
+points of each step, in the hooks' order:
 
 * `signal(step)`: the `Signal` fields the hook sets for batch ``step`` (`signal_of` merges
   them; no hook sets any: the task is asked for a batch without a signal);
@@ -13,7 +16,8 @@ asks for (`build`) and calls every one at the same points of each step, in the h
 * `observe(step, accuracy)`: after the optimizer step, the batch's training accuracy;
 * `metrics()`: the fields the hook adds to a logged metrics line;
 * `state()` / `load_state(state)`: what the checkpoint holds for it under `state_key` (None:
-  a stateless hook, absent from the checkpoint), so a resumed run continues bit for bit.
+  a stateless hook, absent from the checkpoint), so a resumed run continues bit for bit;
+* `finished`: read after every step; True ends training there (the load schedule's ``stop``).
 
 A hook draws nothing from the global RNG, so the hooks never shift a run's random stream.
 """
@@ -22,26 +26,40 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from arbench.tasks.base import Signal
+from arbench.batch import Signal
 
 if TYPE_CHECKING:  # annotations only: the curriculum and load schedule stay torch-free
     import torch
     from torch import nn
 
-    from arbench.train.loop import TrainConfig
+
+@dataclass(frozen=True)
+class HookRun:
+    """What a hook may know of the run it joins besides its own settings section."""
+
+    steps: int  # the run's training steps (a schedule's length)
+    model: nn.Module  # the model it trains (a regulariser's layers)
+    seed: int  # the run's seed (a hook's own generator)
 
 
 class TrainHook:
     """Base class of a training feature: every call point a no-op, overridden as needed."""
 
+    section: ClassVar[str]  # the train block's key whose settings build the hook
     state_key: ClassVar[str | None] = None  # the checkpoint's key for `state`; None: none
 
     @classmethod
-    def from_train(cls, cfg: TrainConfig, model: nn.Module, seed: int) -> TrainHook | None:
-        """The hook a run with train settings ``cfg`` needs (None: the feature is off)."""
+    def from_settings(cls, settings: Any, run: HookRun) -> TrainHook | None:
+        """The hook for its section's ``settings`` (None: the feature is off)."""
         raise NotImplementedError
+
+    @property
+    def finished(self) -> bool:
+        """Whether training ends after the step just taken (most hooks never end it)."""
+        return False
 
     def signal(self, step: int) -> dict[str, Any]:
         """`Signal` fields this hook sets for batch ``step`` (before the batch is drawn)."""
@@ -107,19 +125,20 @@ class ScheduleHook(TrainHook):
 class DenseHook(TrainHook):
     """Dense supervision (``train.dense``): every batch asks the task to supervise every query."""
 
+    section = "dense"
+
     @classmethod
-    def from_train(cls, cfg: TrainConfig, model: nn.Module, seed: int) -> DenseHook | None:
-        return cls() if cfg.dense else None
+    def from_settings(cls, settings: bool, run: HookRun) -> DenseHook | None:
+        return cls() if settings else None
 
     def signal(self, step: int) -> dict[str, Any]:
         return {"dense": True}
 
 
-def build(
-    kinds: Iterable[type[TrainHook]], cfg: TrainConfig, model: nn.Module, seed: int
-) -> list[TrainHook]:
-    """The active hooks of a run, in the order of ``kinds`` (that of the logged fields)."""
-    hooks = (kind.from_train(cfg, model, seed) for kind in kinds)
+def build(kinds: Iterable[type[TrainHook]], train: Any, run: HookRun) -> list[TrainHook]:
+    """The active hooks of a run, in the order of ``kinds`` (that of the logged fields), each
+    built from its own section of ``train`` (the parsed train block: an attribute per key)."""
+    hooks = (kind.from_settings(getattr(train, kind.section), run) for kind in kinds)
     return [h for h in hooks if h is not None]
 
 

@@ -25,14 +25,9 @@ the gated schedule depends on training history, so its state goes into the check
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from arbench.train.hooks import ScheduleHook
-
-if TYPE_CHECKING:
-    from torch import nn
-
-    from arbench.train.loop import TrainConfig
+from arbench.train.hooks import HookRun, ScheduleHook
 
 
 @dataclass(frozen=True)
@@ -138,12 +133,12 @@ class LoadSchedule:
 class LoadHook(ScheduleHook):
     """``train.load`` in the loop: each batch's ``load`` (bindings) from the schedule."""
 
-    state_key = "load"
+    section = state_key = "load"
     field = "load"
 
     @classmethod
-    def from_train(cls, cfg: TrainConfig, model: nn.Module, seed: int) -> LoadHook | None:
-        return None if cfg.load is None else cls(LoadSchedule(cfg.load, cfg.steps))
+    def from_settings(cls, settings: LoadConfig | None, run: HookRun) -> LoadHook | None:
+        return None if settings is None else cls(LoadSchedule(settings, run.steps))
 
     def value(self, step: int) -> int:
         return self.schedule.load(step)

@@ -45,12 +45,13 @@ import torch
 import torch.nn.functional as F
 
 import arbench
+from arbench.batch import IGNORE, Batch
 from arbench.device import resolve_device
 from arbench.evaluate.recall import hidden_at
 from arbench.io import atomic_write_bytes
 from arbench.mismatch import SettingsMismatch, differences
 from arbench.models import LanguageModel, ModelConfig, dropout, families
-from arbench.tasks.base import IGNORE, Batch, Task
+from arbench.tasks.base import Task
 from arbench.train import hooks as train_hooks
 from arbench.train.adamw import make_adamw
 from arbench.train.curriculum import CurriculumConfig, CurriculumHook
@@ -318,9 +319,10 @@ def _decays(name: str, p: torch.nn.Parameter, which: str) -> bool:
     return which == "all" or (p.ndim >= 2 and "embed" not in name)
 
 
-def _optimizer(model: LanguageModel, cfg: TrainConfig) -> Any:
+def make_optimizer(model: LanguageModel, cfg: TrainConfig) -> Any:
     """AdamW over the decayed and the undecayed parameters, on the model's device
-    (`arbench.train.adamw.make_adamw`: the CPU's skips importing torch._dynamo)."""
+    (`arbench.train.adamw.make_adamw`: the CPU's skips importing torch._dynamo): the
+    optimiser a run trains with, for `train_step` (benchmarks build theirs here too)."""
     named = list(model.named_parameters())
     decay = [p for n, p in named if _decays(n, p, cfg.decay_params)]
     rest = [p for n, p in named if not _decays(n, p, cfg.decay_params)]
@@ -569,7 +571,8 @@ def _train(
         model = families.build(model_cfg, seed).to(device)
         if initial_weights is not None:  # before the optimizer and hooks see the parameters
             model.load_state_dict(initial_weights)
-        return model, train_hooks.build(HOOKS, cfg, model, seed), _optimizer(model, cfg)
+        run = train_hooks.HookRun(steps=cfg.steps, model=model, seed=seed)
+        return model, train_hooks.build(HOOKS, cfg, run), make_optimizer(model, cfg)
 
     model, hooks, opt = fresh()
     excluded = tuple(getattr(task, "never_predicted", tuple)())
@@ -606,7 +609,7 @@ def _train(
     t0 = time.perf_counter()
     model.train()
     # a run resumed after its schedule ended training (killed before model.pt) ends at once
-    finished = [h for h in hooks if getattr(h, "finished", False)]
+    finished = [h for h in hooks if h.finished]
     stopped_early: int | None = start if finished else None
     with metrics_path.open("a") as metrics:
         for step in range(start, cfg.steps if stopped_early is None else start):
@@ -628,7 +631,7 @@ def _train(
                 h.observe(step, acc)
             done = step + 1
             # a schedule that ends training (train.load.stop) ends it after this step
-            ending = any(getattr(h, "finished", False) for h in hooks)
+            ending = any(h.finished for h in hooks)
             if ending:
                 stopped_early = done
             if done % cfg.log_every == 0 or done == cfg.steps or ending:

@@ -29,16 +29,13 @@ import contextlib
 import math
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
-from arbench.train.hooks import TrainHook
-
-if TYPE_CHECKING:
-    from arbench.train.loop import TrainConfig
+from arbench.train.hooks import HookRun, TrainHook
 
 SEED_PURPOSE = 7  # the generator's stream, apart from the batches' (`tasks.base.stream_rng`)
 
@@ -169,6 +166,8 @@ class SpreadHook(TrainHook):
     pass, adds weight * regulariser to the loss and logs the unweighted term (stateless: the
     subsample comes from `generator` (seed, step))."""
 
+    section = "spread"
+
     def __init__(self, spread: SpreadConfig, layers: list[nn.Module], seed: int) -> None:
         if not layers:
             raise ValueError("train.spread: the model has no lattice layer")
@@ -178,8 +177,8 @@ class SpreadHook(TrainHook):
         self.last: torch.Tensor | None = None  # the last batch's unweighted term, detached
 
     @classmethod
-    def from_train(cls, cfg: TrainConfig, model: nn.Module, seed: int) -> SpreadHook | None:
-        return None if cfg.spread is None else cls(cfg.spread, lattice_layers(model), seed)
+    def from_settings(cls, settings: SpreadConfig | None, run: HookRun) -> SpreadHook | None:
+        return None if settings is None else cls(settings, lattice_layers(run.model), run.seed)
 
     @contextlib.contextmanager
     def around_forward(self, step: int, batch: Any, device: torch.device) -> Iterator[None]:

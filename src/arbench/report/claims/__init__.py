@@ -1,11 +1,11 @@
 """The claim-by-claim reproduction report: every quantitative claim of the sources, tested
 against the statistics this run produced.
 
-Four modules, one seam each: `schema` (what ``claims.yaml`` may say, validated once, one line
+Five modules, one seam each: `schema` (what ``claims.yaml`` may say, validated once, one line
 naming the claim and the key), `paths` (the statistic path language and why a path found
-nothing), `verdicts` (the rules, and when the data cannot decide one), `render` (claims.md
-and tables/claims.tex). This module plans which stats files the claims read, evaluates a
-results folder and writes the report.
+nothing), `verdicts` (the rules, and when the data cannot decide one), `values` (how a
+value reads in a cell or a reason), `render` (claims.md and tables/claims.tex). This module
+plans which stats files the claims read, evaluates a results folder and writes the report.
 
 Our values always come from the stats JSON, never from the claims file. A claim whose
 experiment is not in the config, whose stats file is absent, or whose statistic names a grid

@@ -5,7 +5,6 @@ setup, the data and the floors."""
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,30 +14,9 @@ import jinja2
 
 from arbench.report.claims.paths import parse_path
 from arbench.report.claims.schema import NEEDS_P, RULES, Claim, ClaimsFile
+from arbench.report.claims.values import fmt
 from arbench.report.claims.verdicts import NOT_RUN, VERDICTS, Result
 from arbench.report.tables import TEMPLATES, environment, fmt_p, latex_escape
-
-
-def fmt(value: Any, signed: bool = False) -> str:
-    """A value for a table cell: yes/no, integers as they are, floats to 3 decimals (1 above
-    100, scientific below 0.001)."""
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "nan"
-        if value != 0 and abs(value) < 1e-3:
-            text = f"{value:.1e}"
-        elif abs(value) >= 100 and value.is_integer():
-            text = f"{value:,.0f}"
-        elif abs(value) >= 100:
-            text = f"{value:,.1f}"
-        else:
-            text = f"{value:.3f}"
-        return f"+{text}" if signed and value > 0 else text
-    return str(value)
 
 
 def _typed(value: Any) -> str:

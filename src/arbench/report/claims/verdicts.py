@@ -30,6 +30,7 @@ from arbench.report.claims.paths import (
     tested_node,
 )
 from arbench.report.claims.schema import AT_KEYS, NEEDS_P, Claim, ClaimError, claim_kind
+from arbench.report.claims.values import fmt
 from arbench.stats.intervals import diff_interval, rate_diff_interval
 from arbench.stats.power import fisher_mde, permutation_mde
 
@@ -149,8 +150,6 @@ def _ns(found: Iterable[Found]) -> str | None:
 
 
 def _fmt(value: Any) -> str:
-    from arbench.report.claims.render import fmt
-
     return fmt(value)
 
 
