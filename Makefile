@@ -63,6 +63,12 @@ paper-report: $(STAMP)
 paper-release: $(STAMP)
 	$(BIN)/python tools/paper_release.py publish --root $(PAPER_RESULTS)
 
+# The speed benchmark of every cell (chunked vs recurrent training, streaming evaluation) at
+# the demo's shapes: results/demo/bench/cells.json and its table and figure (rules/bench.smk)
+bench: $(STAMP)
+	$(BIN)/snakemake results/demo/bench/cells.json --cores $(CORES) --config scale=demo \
+	  --rerun-incomplete --printshellcmds
+
 lint: $(STAMP)
 	$(BIN)/ruff check src tests scripts benchmarks tools
 	$(BIN)/snakemake --lint
