@@ -16,7 +16,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 # lowest first: each line a layer, the packages (or top-level modules) of `arbench` in it
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("arbench", "io", "strict_yaml", "mismatch", "device", "cpu_memory", "batch", "stats"),
-    ("references", "runtime", "kernels", "analysis", "experiment"),
+    ("references", "runtime", "kernels", "analysis", "experiment", "settings"),
     ("cells",),
     ("models",),
     ("evaluate",),

@@ -37,6 +37,7 @@ from arbench.cells.base import (
 from arbench.cells.short_conv import SiluConv
 from arbench.kernels.delta_rule import delta_rule_chunked, delta_rule_recurrent
 from arbench.kernels.kda import kda_chunked, kda_recurrent
+from arbench.settings import whole_number
 
 NAME = "deltanet_ref"
 # chunk sizes of the kernels' own cells: the WY delta rule (`delta_rule`) and KDA (`kda`)
@@ -58,8 +59,7 @@ def check_shape_options(
         raise ValueError(
             f"{cell}: heads must be a positive divisor of d_model={d_model}, got {heads!r}"
         )
-    if not isinstance(conv_kernel, int) or conv_kernel < 1:
-        raise ValueError(f"{cell}: conv_kernel must be an integer >= 1, got {conv_kernel!r}")
+    whole_number(conv_kernel, f"{cell}: conv_kernel")
     if not isinstance(chunk_size, int) or chunk_size < 1 or chunk_size & (chunk_size - 1):
         raise ValueError(f"{cell}: chunk_size must be a power of two, got {chunk_size!r}")
 

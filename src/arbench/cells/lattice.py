@@ -45,15 +45,14 @@ from arbench.kernels.lattice import (
     lattice_recurrent,
     spread_loss,
 )
+from arbench.settings import whole_number
 
 ADDR_SCALE = 64.0  # a 131 x 131 grid (17,161 cells) per head
 RETENTION_INIT = 9.0  # sigmoid(9) = 0.99988: a ~5,600-token half-life at initialisation
 
 
 def _positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-    return value
+    return whole_number(value, name)
 
 
 @register("lattice")

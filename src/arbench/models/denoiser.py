@@ -38,6 +38,7 @@ from torch import nn
 from arbench.cells import CELLS, build_cell
 from arbench.cells.base import Form
 from arbench.models.lm import BlockStack
+from arbench.settings import whole_number
 
 DIRECTIONS = ("bidirectional", "forward", "full")
 MERGES = ("static", "average")
@@ -79,8 +80,7 @@ class DenoiserConfig:
             raise ValueError(f"model.family: a DenoiserConfig is family {FAMILY!r}")
         for key, least in (("vocab_size", 1), ("d_model", 1), ("layers", 1), ("mlp_ratio", 0)):
             value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                raise ValueError(f"model.{key} must be an integer >= {least}, got {value!r}")
+            whole_number(value, f"model.{key}", minimum=least)
         if self.cell not in CELLS:
             raise ValueError(f"model.cell: unknown {self.cell!r}; known: {sorted(CELLS)}")
         if not isinstance(self.cell_options, dict):
@@ -120,10 +120,8 @@ class DenoiserConfig:
                 raise ValueError(
                     "model.max_len: missing; learned positions need the longest sequence"
                 )
-        if self.max_len is not None and (
-            isinstance(self.max_len, bool) or not isinstance(self.max_len, int) or self.max_len < 1
-        ):
-            raise ValueError(f"model.max_len must be an integer >= 1, got {self.max_len!r}")
+        if self.max_len is not None:
+            whole_number(self.max_len, "model.max_len")
         t = self.timestep
         if t is not None and (
             isinstance(t, bool) or not isinstance(t, Real) or not math.isfinite(t)

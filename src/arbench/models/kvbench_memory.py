@@ -40,6 +40,7 @@ from __future__ import annotations
 import math
 
 from arbench.models.kvbench import KVModelConfig, LayerSpec
+from arbench.settings import whole_number
 
 F32 = 4
 INT64 = 8
@@ -78,8 +79,8 @@ def _dims(cfg: KVModelConfig) -> tuple[int, int, int, int, int]:
 def _check(cfg: KVModelConfig, **values: int | None) -> None:
     cfg.validate()
     for key, value in values.items():
-        if value is not None and (not isinstance(value, int) or value < 1):
-            raise ValueError(f"kvbench memory model: {key} must be an integer >= 1, got {value!r}")
+        if value is not None:
+            whole_number(value, f"kvbench memory model: {key}")
 
 
 def _form(spec: LayerSpec, seq_len: int) -> str:

@@ -16,7 +16,6 @@ class attributes are its declaration to the workflow, so rules never branch on a
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import io
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 import numpy as np
 
 from arbench.batch import IGNORE, Batch, Signal  # noqa: F401  (every task module reads them here)
+from arbench.settings import settings_block
 
 DataKind = Literal["stream", "release"]
 Layout = Literal["bars", "sweep", "grid", "kvbench"]
@@ -290,12 +290,7 @@ class ConfigTask(Task):
 def settings_of(cls: type, block: dict[str, Any], where: str = "task") -> Any:
     """Construct dataclass ``cls`` from ``block`` (its ``name`` dropped); unknown keys are a
     ValueError that names them and lists the known ones."""
-    known = {f.name for f in dataclasses.fields(cls)}
-    given = {k: v for k, v in block.items() if k != "name"}
-    unknown = sorted(set(given) - known)
-    if unknown:
-        raise ValueError(f"{where}: unknown key {unknown[0]!r}; known: {sorted(known)}")
-    return cls(**given)
+    return settings_block(cls, block, where, drop=("name",))
 
 
 def config_of(cls: type, block: dict[str, Any]) -> Any:

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from arbench.settings import whole_number
 from arbench.tasks.base import IGNORE, Batch, ConfigTask, register_task, stream_rng
 from arbench.tasks.s5 import CAYLEY, DEGREE, IDENTITY, ORDER, rank, unrank
 
@@ -61,8 +62,7 @@ class PaperS5Config:
 
     def validate(self) -> None:
         """Semantic checks a schema cannot express; raise ValueError naming the key."""
-        if not isinstance(self.depth, int) or isinstance(self.depth, bool) or self.depth < 1:
-            raise ValueError(f"task.depth must be an integer >= 1, got {self.depth!r}")
+        whole_number(self.depth, "task.depth")
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": "paper_s5", **asdict(self)}

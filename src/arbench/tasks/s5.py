@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from arbench.settings import whole_number
 from arbench.tasks.base import (
     IGNORE,
     Batch,
@@ -69,8 +70,7 @@ class S5Config:
 
     def validate(self) -> None:
         """Semantic checks a schema cannot express; raise ValueError naming the key."""
-        if not isinstance(self.depth, int) or isinstance(self.depth, bool) or self.depth < 1:
-            raise ValueError(f"task.depth must be an integer >= 1, got {self.depth!r}")
+        whole_number(self.depth, "task.depth")
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": "s5", **asdict(self)}

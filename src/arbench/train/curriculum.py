@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from arbench.settings import settings_block
 from arbench.train.hooks import HookRun, ScheduleHook
 
 RAMPS = ("linear", "shaped", "gated")
@@ -57,13 +58,7 @@ class CurriculumConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CurriculumConfig:
-        known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(
-                f"train.curriculum: unknown key {unknown[0]!r}; known: {sorted(known)}"
-            )
-        return cls(**d)
+        return settings_block(cls, d, "train.curriculum")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from arbench.settings import settings_block
 from arbench.train.hooks import HookRun, ScheduleHook
 
 
@@ -67,11 +68,7 @@ class LoadConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> LoadConfig:
-        known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"train.load: unknown key {unknown[0]!r}; known: {sorted(known)}")
-        return cls(**d)
+        return settings_block(cls, d, "train.load")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -51,6 +51,7 @@ from arbench.evaluate.recall import hidden_at
 from arbench.io import atomic_write_bytes
 from arbench.mismatch import SettingsMismatch, differences
 from arbench.models import LanguageModel, ModelConfig, dropout, families
+from arbench.settings import whole_number
 from arbench.tasks.base import Task
 from arbench.train import hooks as train_hooks
 from arbench.train.adamw import make_adamw
@@ -144,10 +145,8 @@ class TrainConfig:
             raise ValueError(f"train.loss_weight must be > 0, got {self.loss_weight}")
         for key in ("tokens_per_step", "micro_batch_tokens"):  # token budgets: None or >= 1
             value = getattr(self, key)
-            if value is not None and (
-                isinstance(value, bool) or not isinstance(value, int) or value < 1
-            ):
-                raise ValueError(f"train.{key} must be an integer >= 1, got {value!r}")
+            if value is not None:
+                whole_number(value, f"train.{key}")
 
 
 DECAY_PARAMS = ("matrices", "all")

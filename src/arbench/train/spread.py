@@ -35,6 +35,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from arbench.settings import settings_block, whole_number
 from arbench.train.hooks import HookRun, TrainHook
 
 SEED_PURPOSE = 7  # the generator's stream, apart from the batches' (`tasks.base.stream_rng`)
@@ -53,20 +54,15 @@ class SpreadConfig:
         if isinstance(w, bool) or not isinstance(w, int | float) or not math.isfinite(w) or w <= 0:
             raise ValueError(f"train.spread.weight must be a number > 0, got {w!r}")
         s = self.subsample
-        if isinstance(s, bool) or not isinstance(s, int) or s < 2:
-            raise ValueError(f"train.spread.subsample must be an integer >= 2, got {s!r}")
+        whole_number(s, "train.spread.subsample", minimum=2)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SpreadConfig:
         if not isinstance(d, dict):
             raise ValueError(f"train.spread must be a mapping {{weight, subsample}}, got {d!r}")
-        known = {"weight", "subsample"}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"train.spread: unknown key {unknown[0]!r}; known: {sorted(known)}")
-        if "weight" not in d:
+        if not set(d) - {"weight", "subsample"} and "weight" not in d:
             raise ValueError("train.spread needs a weight")
-        return cls(**d)
+        return settings_block(cls, d, "train.spread")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
