@@ -150,6 +150,40 @@ def test_gather_reads_results_first_then_the_release_and_leaves_stale_records_ou
     assert [(a.name, b.name) for a, b in got.disagree] == [("seed0.json", "seed0.json")]
 
 
+def test_a_shared_run_reads_its_owners_evaluation_only_where_it_scores_alike(
+    exp, tmp_path: Path
+) -> None:
+    """Experiment y trains nothing of its own: its arms are x's runs. Where y scores a run as
+    x does (same task block, count and options) it reads x's evaluation; where its
+    evaluation differs (another held-out count) it reads nothing."""
+    same = {**exp, "title": "y"}
+    other_count = {**exp, "eval": {**exp.get("eval", {}), "examples": 7}}
+    table = RunTable({"x": exp, "y": same, "z": other_count}, set())
+    assert table.owner("y", "armed", 0) == ("x", "armed") == table.owner("z", "armed", 0)
+    root = tmp_path / "results"
+    for e in _evals(plain_seeds=2):
+        path = root / "evals" / "x" / e.arm / f"seed{e.seed}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({**e.eval, "train_wall_time_s": 1.0}))
+    (root / "evals" / "y" / "plain").mkdir(parents=True)  # y's own seed 4 of plain wins
+    (root / "evals" / "y" / "plain" / "seed4.json").write_text(
+        json.dumps({**_ev("plain", 4), "experiment": "y"})
+    )
+    got = partial.gather(table, root, {}, "rel")
+    ys = {(e.arm, e.seed): e for e in got.evals["y"]}
+    assert sorted(ys) == [("armed", s) for s in range(5)] + [
+        ("plain", 0),
+        ("plain", 1),
+        ("plain", 4),
+    ]
+    assert ys[("armed", 3)].eval["experiment"] == "y" and ys[("armed", 3)].eval["arm"] == "armed"
+    assert ys[("armed", 3)].eval["scores"] == _ev("armed", 3)["scores"]
+    assert ("y", "plain", 4) not in got.shared and got.shared[("y", "armed", 0)] == ("x", "armed")
+    assert got.evals["z"] == []  # scored on another held-out count: not the same evaluation
+    # x trains 5 + 5 runs: 7 evaluated in x, plain seed 4 in y alone; shared ones count once
+    assert partial.trainings_present(table, got)[0] == 8
+
+
 def test_build_writes_the_report_with_its_header(exp, tmp_path: Path) -> None:
     root = tmp_path / "results"
     for e in _evals(plain_seeds=3):

@@ -14,7 +14,10 @@ skipped arm: not run, with the reason). Each arm's summary gains ``seeds_present
 from the release).
 
 An evaluation is read from the results root where it exists there, else from the release
-(a release record whose run-table identity is not the config's is stale and left out).
+(a release record whose run-table identity is not the config's is stale and left out). A row
+whose run another experiment trains (`arbench.experiment.RunTable.owner`) and scores alike
+(the same task block, held-out count and options: `same_evaluation`) reads that owner's
+evaluation where it has none of its own, as its evaluation job would compute the same one.
 """
 
 from __future__ import annotations
@@ -64,6 +67,9 @@ class Present:
     evals: dict[str, list[Evaluation]] = field(default_factory=dict)
     stale: list[tuple[Path, str]] = field(default_factory=list)
     disagree: list[tuple[Path, Path]] = field(default_factory=list)
+    # (experiment, run arm, seed) read from its owner's evaluation: the same trained run
+    # scored on the same held-out set under the same options, so the same evaluation
+    shared: dict[tuple[str, str, int], tuple[str, str]] = field(default_factory=dict)
 
     def count(self, source: str | None = None) -> int:
         """Evaluations present (from ``source`` only, where given)."""
@@ -105,7 +111,34 @@ def gather(
                     ev = as_evaluation(record)
                     found.append(Evaluation(name, row.name, seed, RELEASE, rel_path, ev))
         out.evals[name] = found
+    _fill_shared(table, out)
     return out
+
+
+def same_evaluation(a: Run, b: Run) -> bool:
+    """Whether two rows score a run alike: the same task block (so the same held-out set,
+    which is a function of the task settings and the count alone), count and options."""
+    return (a.task, a.examples, a.eval_options) == (b.task, b.examples, b.eval_options)
+
+
+def _fill_shared(table: RunTable, out: Present) -> None:
+    """Give each planned (row, seed) with no evaluation of its own the evaluation of the row
+    that trains its run (`RunTable.owner`), where both score it alike (`same_evaluation`):
+    the evaluation job would compute exactly that one. Recorded in ``out.shared``."""
+    have = {(e.experiment, e.arm, e.seed): e for es in out.evals.values() for e in es}
+    for name in table.experiments:
+        for row in table.of(name):
+            for seed in range(row.seeds):
+                owner = table.owner(name, row.name, seed)
+                if (name, row.name, seed) in have or owner == (name, row.name):
+                    continue
+                theirs = have.get((*owner, seed))
+                if theirs is None or not same_evaluation(row, table.row(*owner)):
+                    continue
+                ev = {**theirs.eval, "experiment": name, "arm": row.name}
+                mine = Evaluation(name, row.name, seed, theirs.source, theirs.path, ev)
+                out.evals[name].append(mine)
+                out.shared[(name, row.name, seed)] = owner
 
 
 def _timed(
@@ -490,6 +523,20 @@ def header(report: Report, results: str, release_dir: str | Path) -> str:
         + (f" ({', '.join(f'`{d}`' for d in decided)})" if decided else "")
         + ".",
     ]
+    if p.shared:
+        owners: dict[tuple[str, str], int] = {}
+        for (name, _, _), (owner, _) in p.shared.items():
+            owners[(name, owner)] = owners.get((name, owner), 0) + 1
+        lines += [
+            "",
+            f"{len(p.shared)} evaluations are those of shared runs, read from the evaluation "
+            "of the experiment that trains the run (the same model, held-out set and options: "
+            "the same evaluation; marked `(<owner>'s)` below): "
+            + "; ".join(
+                f"{n} of `{name}` from `{owner}`" for (name, owner), n in sorted(owners.items())
+            )
+            + ".",
+        ]
     if p.stale:
         lines += [
             "",
@@ -520,8 +567,13 @@ def header(report: Report, results: str, release_dir: str | Path) -> str:
             continue
         stats = _read_stats(report.out, name)
         for a in arms:
-            res = [f"s{s}" for s, src in a.sources.items() if src == RESULTS]
-            rel = [f"s{s}" for s, src in a.sources.items() if src == RELEASE]
+
+            def seed(s: int, a: ArmPresence = a, name: str = name) -> str:
+                via = p.shared.get((name, a.run_arm, s))
+                return f"s{s}" if via is None else f"s{s} (`{via[0]}/{via[1]}`'s)"
+
+            res = [seed(s) for s, src in a.sources.items() if src == RESULTS]
+            rel = [seed(s) for s, src in a.sources.items() if src == RELEASE]
             mean = stats.get("arms", {}).get(a.run_arm, {}).get("mean") if stats else None
             lines.append(
                 f"| `{name}` | `{a.run_arm}` | {a.present} / {a.planned} | "
