@@ -23,7 +23,7 @@ def test_paper_dry_run_plans_every_training_job(sm) -> None:
 
 
 # rules no scale's `rule all` plans: make paper (LaTeX) and make demo-<study> (the study scale)
-OPT_IN = {"paper", "study"}
+OPT_IN = {"paper", "study", "study_claims"}
 
 
 def test_the_smoke_dag_runs_every_rule_and_path_in_few_jobs(sm) -> None:
