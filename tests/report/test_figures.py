@@ -3,6 +3,7 @@ tests/report/test_layouts.py)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import matplotlib.image
@@ -74,3 +75,70 @@ def test_every_grid_key_of_the_config_has_words() -> None:
             key, task = exp["grid"]["key"], exp["task"]["name"]
             assert key in GRID_WORDS or (task, key) in TASK_GRID_WORDS, f"{scale} {name}: {key}"
             assert key not in grid_axis_label(key, task)
+
+
+def test_a_grid_on_updated_keys_names_them_and_draws_their_floor(
+    grid_experiment, grid_evals, monkeypatch
+) -> None:
+    """A forgetting grid (eval.headline: updated) says on its accuracy axis that it counts
+    the updated keys and draws their floor 1/M, the lattice figure's, not the task's floor
+    over all queries beside a number that is not over all queries."""
+    from arbench.report.figures import HEADLINE_WORDS, grid_lines
+    from arbench.report.lattice import updated_floors
+
+    exp = {**grid_experiment, "eval": {**grid_experiment["eval"], "headline": "updated"}}
+    stats = experiment_stats("x", exp, grid_evals, "demo", "grid")
+    assert stats["headline"] == "updated"
+    stats["task"] = {**stats["task"], "overwrite": 0.5}  # the fixture's task rewrites none
+    ax = _drawn(monkeypatch, grid_lines, stats).axes[0]
+    assert ax.get_ylabel() == HEADLINE_WORDS["updated"]
+    lines = {ln.get_label(): ln for ln in ax.get_lines()}
+    assert "best no-binding" not in lines
+    (floor,) = [ln for label, ln in lines.items() if "updated keys (1/M)" in label]
+    want = updated_floors(list(exp["grid"]["values"]), [0.5] * len(exp["grid"]["values"]))
+    assert list(floor.get_ydata()) == want  # P = 2, 4 at overwrite 0.5: M = 1, 2
+    plain = experiment_stats("x", grid_experiment, grid_evals, "demo", "grid")
+    ax = _drawn(monkeypatch, grid_lines, plain).axes[0]
+    assert ax.get_ylabel() == "held-out accuracy"
+    assert "best no-binding" in {ln.get_label() for ln in ax.get_lines()}
+
+
+CONFIG_KEY = re.compile(r"\b(task|train|model|eval|grid|arms?)\.[a-z_]+")
+
+
+def _texts(fig) -> list[str]:  # noqa: ANN001
+    """Every label, title and tick label a reader sees on the figure's axes."""
+    out = [fig._suptitle.get_text()] if fig._suptitle is not None else []
+    for ax in fig.axes:
+        out += [ax.get_xlabel(), ax.get_ylabel(), ax.get_title()]
+        out += [t.get_text() for t in ax.get_xticklabels() + ax.get_yticklabels()]
+    return out
+
+
+@pytest.mark.parametrize("layout", ["bars", "sweep", "grid", "tuned", "lockin"])
+def test_no_config_key_reaches_an_axis(layout, request, monkeypatch) -> None:
+    """Whatever a figure's grid sweeps, its axes speak words: no label, title or tick of any
+    layout's figure reads like a config key (task.pairs, train.lr)."""
+    from arbench.report import figures
+    from arbench.report.layouts import draw
+
+    exp = request.getfixturevalue(f"{layout}_experiment")
+    evals = request.getfixturevalue(f"{layout}_evals")
+    extra = [request.getfixturevalue("lockin_curves")] if layout == "lockin" else []
+    stats = experiment_stats(
+        "x", exp, evals, "demo", "grid" if layout == "tuned" else layout, *extra
+    )
+    kept = []
+    monkeypatch.setattr(figures, "save_figure", lambda fig, outputs: kept.append(fig))
+    draw(stats, [])
+    texts = _texts(kept[0])
+    assert any(texts)
+    assert not [t for t in texts if CONFIG_KEY.search(t)], texts
+
+
+def test_a_grid_key_without_words_still_reads_in_words() -> None:
+    """A key no table names yet falls back to its leaf in words, never the dotted path."""
+    from arbench.report.figures import grid_axis_label
+
+    label = grid_axis_label("task.some_new_knob", "a_task")
+    assert label == "some new knob" and not CONFIG_KEY.search(label)

@@ -319,3 +319,12 @@ def test_every_axis_is_labelled_in_words(drawn) -> None:
     for ax in drawn.axes:
         for label in (ax.get_xlabel(), ax.get_ylabel()):
             assert label and "." not in label and "_" not in label and "task" not in label
+
+
+def test_load_axes_are_ticked_at_the_loads_in_plain_numbers(drawn) -> None:
+    """The capacity and real-text panels tick the P measured as numbers (16), not 2^4; the
+    forgetting panel ticks its overwrite fractions."""
+    for ax in drawn.axes:
+        ticks = [t.get_text() for t in ax.get_xticklabels()]
+        assert ticks and not any("^" in t or "$" in t for t in ticks), ticks
+        assert [float(t.replace(",", "")) for t in ticks] == list(ax.get_xticks())

@@ -124,6 +124,9 @@ def experiment_stats(
         "model": exp["model"],
         "train": exp["train"],
         "eval_examples": exp["eval"]["examples"],
+        # which queries the arms' "accuracy" counts (eval.headline: all, or updated keys for a
+        # forgetting study), so a figure names it and draws that query kind's floor
+        "headline": str(exp["eval"].get("headline", "all")),
         "lock_in_threshold": threshold,
         "lock_in_above": above,
         "chance_factor": factor,

@@ -31,6 +31,23 @@ TASK_GRID_WORDS: dict[tuple[str, str], str] = {
 }
 
 
+# the accuracy axis of a grid figure, by the queries its "accuracy" counts (eval.headline)
+HEADLINE_WORDS: dict[str, str] = {
+    "all": "held-out accuracy",
+    "updated": "held-out accuracy, updated keys (latest value)",
+    "untouched": "held-out accuracy, untouched keys",
+}
+
+
+def grid_task_values(stats: dict[str, Any], leaf: str) -> list[Any]:
+    """A task setting at each grid value: the grid's own value where the grid sweeps
+    ``task.<leaf>``, else the task block's (0 when it has none)."""
+    g = stats["grid"]
+    if g["key"] == f"task.{leaf}":
+        return list(g["values"])
+    return [(stats.get("task") or {}).get(leaf, 0)] * len(g["values"])
+
+
 def grid_axis_label(key: str, task: str | None = None) -> str:
     """The words an axis gives a grid key (`GRID_WORDS`, `TASK_GRID_WORDS`), never the config
     path; a key without an entry reads as its leaf with spaces for underscores."""
@@ -193,6 +210,7 @@ def grid_lines(stats: dict[str, Any], outputs: list[str | Path]) -> None:
                 edgecolor="black",
                 zorder=4,
             )
+    headline = stats.get("headline", "all")
     for key, label, style in (
         ("value_marginal", "value floor", ":"),
         ("best_no_binding", "best no-binding", "--"),
@@ -200,10 +218,19 @@ def grid_lines(stats: dict[str, Any], outputs: list[str | Path]) -> None:
     ):
         if key == "rebinding_control" and not stats.get("rebinding"):
             continue
+        if key == "best_no_binding" and headline != "all":
+            continue  # the task's floor over all queries: not the floor of the headline's kind
         if key not in g["floors"][g["labels"][0]]:
             continue  # a task without this floor (S5 has only the value floor)
         ys = [g["floors"][label_][key] for label_ in g["labels"]]
         ax.plot(xs_all, ys, color="grey", ls=style, lw=0.9, label=label)
+    if headline == "updated":  # the updated keys' own floor, as the lattice figure draws it
+        from arbench.report.lattice import FLOOR_STYLES, updated_floors
+
+        pairs, overwrites = grid_task_values(stats, "pairs"), grid_task_values(stats, "overwrite")
+        ys = [np.nan if f is None else f for f in updated_floors(pairs, overwrites)]
+        style, words = FLOOR_STYLES["updated"]
+        ax.plot(xs_all, ys, color="grey", ls=style, lw=0.9, label=words)
     if "tuned" in g:
         ax.axvline(float(g["tuned"]["default"]), color="black", lw=0.6, ls=":", label="default")
     if log:  # base 2 when every value is a power of two (loads), else 10 (rates)
@@ -211,9 +238,9 @@ def grid_lines(stats: dict[str, Any], outputs: list[str | Path]) -> None:
         ax.set_xscale("log", base=2 if powers_of_two else 10)
     ax.set_xticks(xs_all, g["labels"], fontsize=7)
     ax.minorticks_off()
-    ax.set_ylim(0, 1.02)
+    ax.set_ylim(-0.02, 1.02)  # a floor at 0 stays visible above the axis
     ax.set_xlabel(grid_axis_label(g["key"], (stats.get("task") or {}).get("name")))
-    ax.set_ylabel("held-out accuracy")
+    ax.set_ylabel(HEADLINE_WORDS.get(headline, f"held-out accuracy ({headline} queries)"))
     n = max(a["n"] for a in stats["arms"].values())
     skipped = ", ".join(stats.get("skipped", {}).get("arms", {}))
     note = f"; not run here: {skipped}" if skipped else ""

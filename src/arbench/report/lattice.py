@@ -218,7 +218,8 @@ QUERY_STYLES = {
 # the floors: grey, one line style per kind of floor
 FLOOR_STYLES = {
     "best": ("-.", "best no-binding, all queries"),
-    "updated": ((0, (1, 1.5)), "no-binding, updated keys (1/M)"),
+    # dash-dot-dot: apart from every floor style of the grid figures (":", "--", "-.")
+    "updated": ((0, (4, 1.5, 1, 1.5, 1, 1.5)), "no-binding, updated keys (1/M)"),
 }
 
 
@@ -271,6 +272,14 @@ def _limits(ax: Any, values: list[float | None], floors: list[float | None] = ()
         ax.set_ylim(-0.02, 1.02)
 
 
+def _load_ticks(ax: Any, values: list[Any]) -> None:
+    """A load axis (P): log scale, ticked at the loads measured and labelled with the numbers
+    themselves (16, 128), not powers of two (2^4)."""
+    ax.set_xscale("log", base=2)
+    ax.set_xticks([float(v) for v in values], [f"{int(v):,}" for v in values])
+    ax.minorticks_off()
+
+
 def draw(report: dict[str, Any]) -> Any:
     """The three panels as a matplotlib figure: capacity (recall vs P, log scale, a line per
     arm, a dot per seed, the target recall dotted and labelled), forgetting (updated and
@@ -309,7 +318,7 @@ def draw(report: dict[str, Any]) -> Any:
     best = [f.get("best_no_binding") for f in cap["floors"]]
     _floor_line(ax, cap["values"], best, "best")
     floors_seen[0] += best
-    ax.set_xscale("log", base=2)
+    _load_ticks(ax, cap["values"])
     ax.set_xlabel("stored key-value pairs P")
     ax.set_ylabel("held-out recall")
     ax.set_title("capacity", fontsize=9)
@@ -328,6 +337,7 @@ def draw(report: dict[str, Any]) -> Any:
     up = updated_floors([pairs] * len(xs), xs)
     _floor_line(ax, xs, up, "updated")
     floors_seen[1] += up
+    ax.set_xticks(xs, [f"{v:g}" for v in xs])
     ax.set_xlabel("fraction of stored keys overwritten")
     ax.set_ylabel("held-out recall")
     ax.set_title(f"forgetting ({pairs} stored pairs)", fontsize=9)
@@ -352,7 +362,7 @@ def draw(report: dict[str, Any]) -> Any:
         up = updated_floors([int(v) for v in rt["values"]], [overwrite] * len(xs))
         _floor_line(ax, xs, up, "updated")
         floors_seen[2] += up
-    ax.set_xscale("log", base=2)
+    _load_ticks(ax, rt["values"])
     ax.set_xlabel("key-value pairs mined from the text P")
     ax.set_ylabel("held-out recall")
     ax.set_title("real text", fontsize=9)
