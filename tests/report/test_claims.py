@@ -712,21 +712,29 @@ def _names(path: str) -> tuple[list[str], list[tuple[str, Any]]]:
 
 
 def test_every_arm_and_grid_value_a_claim_names_is_in_the_paper_config() -> None:
-    """So that "not run at this scale" never hides a typo: at paper scale every arm a claim
-    names is an arm (or run arm) of its experiment, and every grid value one of its grid's."""
+    """So that "not run at this scale" never hides a typo: every arm a claim names is an arm
+    (or run arm) of its experiment at paper scale or at the study scale (a study grid may
+    measure loads the paper's does not, as the lattice capacity study's past the small fixed
+    state's capacity), and every grid value one of those grids'."""
     cf = C.load_claims(CLAIMS)
-    exps = _plan("paper").experiments
+    scales = [_plan(scale).experiments for scale in ("paper", "study")]
+    exps = scales[0]
     for c in cf.claims:
         if c.experiment not in exps:
             continue
-        exp = exps[c.experiment]
-        # an arm this machine cannot build is in the resolved config's skipped arms
-        arms = (
-            set(exp["arms"])
-            | set([r.name for r in experiment.runs_of("", exp)])
-            | set(exp.get("skipped", {}).get("arms", {}))
-        )
-        values = exp.get("grid", {}).get("values", [])
+        arms: set[str] = set()
+        values: list[Any] = []
+        for planned in scales:
+            exp = planned.get(c.experiment)
+            if exp is None:
+                continue
+            # an arm this machine cannot build is in the resolved config's skipped arms
+            arms |= (
+                set(exp["arms"])
+                | set([r.name for r in experiment.runs_of("", exp)])
+                | set(exp.get("skipped", {}).get("arms", {}))
+            )
+            values += exp.get("grid", {}).get("values", [])
         for path in [*c.statistic, *c.p]:
             for arm_name in c.arms or [None]:
                 keys, fields = _names(path.replace("{arm}", arm_name) if arm_name else path)
@@ -976,3 +984,21 @@ def test_a_studys_planned_stats_name_only_its_experiments() -> None:
     files = {p for p in planned.values() if p}
     assert files and files <= {f"stats/{e}.json" for e in names}
     assert C.stats_inputs(CLAIMS, plan, names) == sorted(f"{plan.root}/{p}" for p in files)
+
+
+def test_an_ordering_needs_its_positive_control_to_have_learned() -> None:
+    """An ordering with a control (the matched arm recalling at a load it can hold) is
+    inconclusive when the control did not learn: an arm above another that never learned
+    the task shows no capacity; a control that learned leaves the order's verdict as it was."""
+    base = {
+        "p": None,
+        "rule": "ordering",
+        "source_value": "armed > plain",
+        "statistic": "arms/{arm}/mean",
+        "arms": ["armed-pairs32", "plain-pairs32"],
+        "control": {"statistic": "arms/armed-pairs16/mean", "at_least": 0.9, "what": "armed"},
+    }
+    assert verdict(**base).verdict == C.REPRODUCED
+    r = verdict(**{**base, "control": {**base["control"], "at_least": 0.999}})
+    assert r.verdict == C.INCONCLUSIVE and "positive control (armed) did not learn" in r.reason
+    assert "positive control" not in verdict(**base).reason

@@ -203,12 +203,7 @@ def _one_rule(claim: Claim, stats: Any, res: Result) -> Result:
     why = _inconclusive(claim, found, p_found, res)
     if why:
         raise _Undecided(why)
-    learned = [f.value for f in control]
-    if any(not isinstance(v, int | float) or not v >= claim.control_at_least for v in learned):
-        raise _Undecided(
-            f"the positive control ({claim.control_what}) did not learn at this budget: "
-            f"{', '.join(_fmt(v) for v in learned)} against {_fmt(claim.control_at_least)}"
-        )
+    _control_learned(claim, control)
     if claim.release and claim.n:
         _estimate_check(claim, stats, found, res)
     if claim.rule == "not_significant":
@@ -219,6 +214,18 @@ def _one_rule(claim: Claim, stats: Any, res: Result) -> Result:
     if claim.rule == "same_sign_significant":
         _interval(claim, found, res)
     return res
+
+
+def _control_learned(claim: Claim, control: list[Found]) -> None:
+    """`_Undecided` when the claim's positive control (its ``control`` statistics, read into
+    ``control``) did not reach ``control.at_least``: nothing learned at this budget, so neither
+    a collapse nor an order of the arms says anything about the claim."""
+    learned = [f.value for f in control]
+    if any(not isinstance(v, int | float) or not v >= claim.control_at_least for v in learned):
+        raise _Undecided(
+            f"the positive control ({claim.control_what}) did not learn at this budget: "
+            f"{', '.join(_fmt(v) for v in learned)} against {_fmt(claim.control_at_least)}"
+        )
 
 
 def _add(res: Result, line: str) -> None:
@@ -621,6 +628,7 @@ def _ordering(claim: Claim, stats: Any, res: Result) -> Result:
     few = _too_few_seeds(claim.rule, every)
     if few:
         raise _Undecided(few)
+    _control_learned(claim, _read(stats, claim.control, claim.id) if claim.control else [])
     if max(values) - min(values) < 1e-9:  # all at chance, or all at ceiling
         raise _Undecided("every arm at one value: no order to read")
     flat = _flat_row(values, chances)
