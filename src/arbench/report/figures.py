@@ -225,7 +225,7 @@ def grid_lines(stats: dict[str, Any], outputs: list[str | Path]) -> None:
         ys = [g["floors"][label_][key] for label_ in g["labels"]]
         ax.plot(xs_all, ys, color="grey", ls=style, lw=0.9, label=label)
     if headline == "updated":  # the updated keys' own floor, as the lattice figure draws it
-        from arbench.report.lattice import FLOOR_STYLES, updated_floors
+        from arbench.report.lattice_floors import FLOOR_STYLES, updated_floors
 
         pairs, overwrites = grid_task_values(stats, "pairs"), grid_task_values(stats, "overwrite")
         ys = [np.nan if f is None else f for f in updated_floors(pairs, overwrites)]

@@ -29,6 +29,11 @@ from typing import Any
 
 import numpy as np
 
+from arbench.report.lattice_floors import (  # noqa: F401  (read here by the tests)
+    FLOOR_STYLES,
+    updated_floor,
+    updated_floors,
+)
 from arbench.report.tables import TEMPLATES, render
 
 KINDS = ("capacity", "forgetting", "realtext")  # the report's three studies, a panel each
@@ -148,13 +153,6 @@ def _settings(task: dict[str, Any]) -> dict[str, Any]:
     return {**task, **(dataclasses.asdict(cfg) if dataclasses.is_dataclass(cfg) else {})}
 
 
-def updated_floor(task: dict[str, Any], overwrite: float) -> float | None:
-    """No-binding floor of an updated query, 1/M for the M = round(P * overwrite) updated
-    keys (a guess among the update pass's values); None when nothing is updated."""
-    m = int(round(task["pairs"] * overwrite))
-    return 1.0 / m if m else None
-
-
 def summary(stats: dict[str, dict[str, Any]], arm: str, target: float = TARGET) -> dict[str, Any]:
     """The report of the three studies, keyed by `KINDS`, from their stats JSONs; ``arm`` is
     the capacity study's arm the closing note reports (None there when it has no such arm)."""
@@ -199,14 +197,6 @@ def _span(values: list[float | None]) -> str:
     return f"{lo:.3g}" if np.isclose(lo, hi) else f"{lo:.3g}-{hi:.3g}"
 
 
-def updated_floors(pairs: list[int], overwrites: list[float]) -> list[float | None]:
-    """The no-binding floor of an updated query at each (P, overwrite) point, 1/M
-    (`updated_floor`): one function for every panel, so the same M draws the same floor."""
-    return [
-        updated_floor({"pairs": int(p)}, float(o)) for p, o in zip(pairs, overwrites, strict=True)
-    ]
-
-
 # the look of each kind of line, one per kind in every panel: all queries, updated keys and
 # untouched keys differ in colour shade, line style and marker, so the legend tells them apart
 # in print and in grey
@@ -215,12 +205,7 @@ QUERY_STYLES = {
     "updated": {"ls": "-", "marker": "s", "shade": 0.55, "words": "updated keys"},
     "untouched": {"ls": "--", "marker": "^", "shade": 1.0, "words": "untouched keys"},
 }
-# the floors: grey, one line style per kind of floor
-FLOOR_STYLES = {
-    "best": ("-.", "best no-binding, all queries"),
-    # dash-dot-dot: apart from every floor style of the grid figures (":", "--", "-.")
-    "updated": ((0, (4, 1.5, 1, 1.5, 1, 1.5)), "no-binding, updated keys (1/M)"),
-}
+# the floors: grey, one line style per kind of floor (`lattice_floors.FLOOR_STYLES`)
 
 
 def _shade(color: str, shade: float) -> tuple[float, float, float]:
