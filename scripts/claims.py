@@ -12,7 +12,6 @@ from pathlib import Path
 
 from arbench.report.claims import counts, write_report
 
-study = sm.params.get("study")  # a study's (name, experiments): its claims only
 results = write_report(
     sm.input.claims,
     Path(sm.params.root),  # the results root
@@ -22,7 +21,7 @@ results = write_report(
     planned=dict(sm.params.planned),
     md_template=sm.input.md_template,
     tex_template=sm.input.tex_template,
-    study=None if study is None else (study[0], list(study[1])),
+    study=sm.params.get("study"),  # a study's [name, experiments]: its claims only
 )
 for r in results:
     log(f"{r.claim.id:>40}: {r.verdict}{f' ({r.reason})' if r.reason else ''}")

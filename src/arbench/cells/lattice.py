@@ -51,10 +51,6 @@ ADDR_SCALE = 64.0  # a 131 x 131 grid (17,161 cells) per head
 RETENTION_INIT = 9.0  # sigmoid(9) = 0.99988: a ~5,600-token half-life at initialisation
 
 
-def _positive_int(name: str, value: object) -> int:
-    return whole_number(value, name)
-
-
 @register("lattice")
 class LatticeCell(SequenceMixer):
     """Multi-head lattice memory: addresses from a projection of conv(LayerNorm(x)), values W_v x,
@@ -77,8 +73,8 @@ class LatticeCell(SequenceMixer):
         read_tie: bool = True,
     ) -> None:
         super().__init__()
-        heads = _positive_int("heads", heads)
-        d_v = _positive_int("d_v", d_v if d_v is not None else max(1, d_model // heads))
+        heads = whole_number(heads, "heads")
+        d_v = whole_number(d_v if d_v is not None else max(1, d_model // heads), "d_v")
         side = grid_side(addr_scale)
         if isinstance(retention_init, bool) or not isinstance(retention_init, int | float):
             raise ValueError(f"retention_init must be a finite number, got {retention_init!r}")
@@ -86,7 +82,7 @@ class LatticeCell(SequenceMixer):
             raise ValueError(f"retention_init must be a finite number, got {retention_init!r}")
         if not isinstance(conv, bool):
             raise ValueError(f"conv must be true or false, got {conv!r}")
-        conv_size = _positive_int("conv_size", conv_size)
+        conv_size = whole_number(conv_size, "conv_size")
         if write_gain not in GAINS:
             raise ValueError(f"write_gain must be one of {GAINS}, got {write_gain!r}")
         if not isinstance(read_tie, bool):

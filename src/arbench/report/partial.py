@@ -567,13 +567,12 @@ def header(report: Report, results: str, release_dir: str | Path) -> str:
             continue
         stats = _read_stats(report.out, name)
         for a in arms:
-
-            def seed(s: int, a: ArmPresence = a, name: str = name) -> str:
-                via = p.shared.get((name, a.run_arm, s))
-                return f"s{s}" if via is None else f"s{s} (`{via[0]}/{via[1]}`'s)"
-
-            res = [seed(s) for s, src in a.sources.items() if src == RESULTS]
-            rel = [seed(s) for s, src in a.sources.items() if src == RELEASE]
+            res = [
+                _seed_label(p, name, a.run_arm, s) for s, src in a.sources.items() if src == RESULTS
+            ]
+            rel = [
+                _seed_label(p, name, a.run_arm, s) for s, src in a.sources.items() if src == RELEASE
+            ]
             mean = stats.get("arms", {}).get(a.run_arm, {}).get("mean") if stats else None
             lines.append(
                 f"| `{name}` | `{a.run_arm}` | {a.present} / {a.planned} | "
@@ -583,6 +582,12 @@ def header(report: Report, results: str, release_dir: str | Path) -> str:
     if empty:
         lines += ["", "No evaluation present: " + ", ".join(empty) + "."]
     return "\n".join(lines) + "\n"
+
+
+def _seed_label(present: Present, experiment: str, run_arm: str, seed: int) -> str:
+    """``s3``, or ``s3 (`<owner experiment>/<run arm>`'s)`` for a shared run's evaluation."""
+    via = present.shared.get((experiment, run_arm, seed))
+    return f"s{seed}" if via is None else f"s{seed} (`{via[0]}/{via[1]}`'s)"
 
 
 def _read_stats(out: Path, name: str) -> dict[str, Any] | None:

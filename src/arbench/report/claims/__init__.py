@@ -297,12 +297,13 @@ def write_report(
     ``study`` (its name and experiments) only the claims it decides, linked from its
     ``studies/<name>/`` folder."""
     claims = load_claims(claims_path)
-    experiments = None if study is None else study[1]
-    if experiments is not None:
+    experiments = None
+    if study is not None:
+        experiments = list(study[1])
         claims = in_study(claims, experiments)
     results = evaluate(claims, root, scale, planned, experiments)
-    base = "" if md_out is None else os.path.relpath(root, Path(md_out).parent)
-    scope = None if study is None else (study[0], list(study[1]))
+    base = os.path.relpath(root, Path(md_out).parent)
+    scope = None if study is None else (study[0], experiments)
     md = render_markdown(results, scale, md_template, claims, scope=scope, link_base=base)
     atomic_write_text(md_out, md)
     atomic_write_text(

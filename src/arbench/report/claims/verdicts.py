@@ -149,10 +149,6 @@ def _ns(found: Iterable[Found]) -> str | None:
     return ", ".join(ns) if ns else None
 
 
-def _fmt(value: Any) -> str:
-    return fmt(value)
-
-
 def evaluate_claim(claim: Claim, stats: Any, scale: str) -> Result:
     """One claim's verdict on its loaded stats JSON."""
     res = Result(claim=claim, verdict=NOT_REPRODUCED, scale=scale)
@@ -224,7 +220,7 @@ def _control_learned(claim: Claim, control: list[Found]) -> None:
     if any(not isinstance(v, int | float) or not v >= claim.control_at_least for v in learned):
         raise _Undecided(
             f"the positive control ({claim.control_what}) did not learn at this budget: "
-            f"{', '.join(_fmt(v) for v in learned)} against {_fmt(claim.control_at_least)}"
+            f"{', '.join(fmt(v) for v in learned)} against {fmt(claim.control_at_least)}"
         )
 
 
@@ -335,13 +331,13 @@ def _estimate_check(claim: Claim, stats: Any, found: list[Found], res: Result) -
         value = float(f.value)
         if claim.rule == "within":
             gap = abs(abs(value - claim.target) - claim.tolerance)
-            bound = f"the band {_fmt(claim.target)} +/- {_fmt(claim.tolerance)}"
+            bound = f"the band {fmt(claim.target)} +/- {fmt(claim.tolerance)}"
         else:
-            gap, bound = abs(value - claim.threshold), f"the threshold {_fmt(claim.threshold)}"
+            gap, bound = abs(value - claim.threshold), f"the threshold {fmt(claim.threshold)}"
         if se > 0 and gap < SE_MARGIN * se:
             raise _Undecided(
-                f"{key} {_fmt(value)} has standard error {_fmt(float(se))} at n = {res.n}: it "
-                f"lies {_fmt(gap)} from {bound}, inside {SE_MARGIN:g} standard errors"
+                f"{key} {fmt(value)} has standard error {fmt(float(se))} at n = {res.n}: it "
+                f"lies {fmt(gap)} from {bound}, inside {SE_MARGIN:g} standard errors"
             )
 
 
@@ -349,7 +345,7 @@ def _n_explicit(claim: Claim, stats: Any) -> str | None:
     if not claim.n:
         return None
     found = _read(stats, [claim.n], claim.id)
-    return ", ".join(dict.fromkeys(_fmt(f.value) for f in found))
+    return ", ".join(dict.fromkeys(fmt(f.value) for f in found))
 
 
 # ------------------------------------------------------------------ the settings decided at
@@ -380,12 +376,12 @@ def _decided_at(claim: Claim, stats: Any, found: list[Found], res: Result) -> No
             settings.setdefault("steps", []).append(steps)
     parts = []
     for k, values in settings.items():
-        vals = ", ".join(_fmt(v) for v in dict.fromkeys(values))
+        vals = ", ".join(fmt(v) for v in dict.fromkeys(values))
         parts.append(f"{vals} steps" if k == "steps" else f"{AT_KEYS[k]} = {vals}")
     res.decided_at = ", ".join(parts)
     wrong = [
-        f"{AT_KEYS[k]} = {', '.join(_fmt(v) for v in dict.fromkeys(settings[k]))}, not the "
-        f"claim's {AT_KEYS[k]} = {_fmt(want)}"
+        f"{AT_KEYS[k]} = {', '.join(fmt(v) for v in dict.fromkeys(settings[k]))}, not the "
+        f"claim's {AT_KEYS[k]} = {fmt(want)}"
         for k, want in claim.at
         if k in settings and any(v != want for v in settings[k])
     ]
@@ -429,13 +425,13 @@ def _at_chance(claim: Claim, found: list[Found], res: Result, floor: float | Non
     paper's rule instead, every mean within CHANCE_FACTOR times the claim's floor."""
     assert floor is not None
     nums = [_as_number(v, claim.id) for v in res.values]
-    means = ", ".join(_fmt(v) for v in nums)
+    means = ", ".join(fmt(v) for v in nums)
     if claim.tenfold:
         bound = CHANCE_FACTOR * floor
         ok = all(v <= bound for v in nums)
         line = (
-            f"mean {means} against the source's {claim.source_value}; floor {_fmt(floor)}, "
-            f"chance up to {CHANCE_FACTOR}x it ({_fmt(bound)}, the paper's rule)"
+            f"mean {means} against the source's {claim.source_value}; floor {fmt(floor)}, "
+            f"chance up to {CHANCE_FACTOR}x it ({fmt(bound)}, the paper's rule)"
         )
     else:
         tests = [flag(f, "chance_test") for f in found]
@@ -446,8 +442,8 @@ def _at_chance(claim: Claim, found: list[Found], res: Result, floor: float | Non
         ps = [t.get("p") for t in tests if isinstance(t, Mapping) and t.get("p") is not None]
         strongest = [t["floor"] for t in tests if isinstance(t, Mapping) and "floor" in t]
         test = (
-            f"one-sided binomial p {', '.join(_fmt(p) for p in ps)} against the no-binding "
-            f"floor {', '.join(_fmt(x) for x in dict.fromkeys(strongest))}"
+            f"one-sided binomial p {', '.join(fmt(p) for p in ps)} against the no-binding "
+            f"floor {', '.join(fmt(x) for x in dict.fromkeys(strongest))}"
             if ps
             else "the threshold rule (no answer counts)"
         )
@@ -492,10 +488,10 @@ def _interval(claim: Claim, found: list[Found], res: Result) -> None:
         inside = target is None or low - 1e-12 <= target <= high + 1e-12
         outside |= not inside
         where = "" if target is None else (" holds" if inside else " excludes")
-        texts.append(f"95 % interval [{_fmt(low)}, {_fmt(high)}]{where}")
+        texts.append(f"95 % interval [{fmt(low)}, {fmt(high)}]{where}")
     if not texts:
         return
-    what = " (the source gives no number)" if target is None else f" the source's {_fmt(target)}"
+    what = " (the source gives no number)" if target is None else f" the source's {fmt(target)}"
     _add(res, "; ".join(t + what for t in texts))
     if res.verdict == REPRODUCED and outside:
         res.verdict = REPRODUCED_SIGN
@@ -656,8 +652,8 @@ def _ordering(claim: Claim, stats: Any, res: Result) -> Result:
     elif close:
         i = close[0]
         raise _Undecided(
-            f"{labels[i]} and {labels[i + 1]} differ by {_fmt(abs(values[i + 1] - values[i]))}, "
-            f"inside the noise margin {_fmt(margins[i])} (two standard errors)"
+            f"{labels[i]} and {labels[i + 1]} differ by {fmt(abs(values[i + 1] - values[i]))}, "
+            f"inside the noise margin {fmt(margins[i])} (two standard errors)"
         )
     else:
         res.verdict = REPRODUCED
