@@ -28,7 +28,7 @@ demo: $(STAMP)
 	@echo "stats/ (JSON), runs/ and evals/ (per seed), datasets/; paper scale writes results/."
 
 # One study at the size worth showing on its own (the `study` scale, under results/study/):
-# make demo-kvbench, demo-wall, ... (`studies:` in config.yaml; times in docs/PROTOCOL.md)
+# make demo-kvbench, demo-wall, ... (`studies:` in config.yaml; times in docs/NOTEBOOK.md)
 demo-%: $(STAMP)
 	$(BIN)/snakemake results/study/studies/$*.md --cores $(CORES) --config scale=study \
 	  --rerun-incomplete --printshellcmds

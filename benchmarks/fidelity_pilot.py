@@ -1,4 +1,4 @@
-"""One MQAR training pilot, outside the DAG: the runs behind docs/PROTOCOL.md's fidelity table.
+"""One MQAR training pilot, outside the DAG: the runs behind docs/NOTEBOOK.md's fidelity pilots.
 
 A pilot is a JSON object of overrides on the paper-scale factorial (`config.yaml`):
 ``task`` (MQAR settings), ``model`` (backbone fields, ``cell`` and ``cell_options``),
@@ -9,7 +9,7 @@ library's own loop, evaluates on ``--eval`` held-out sequences and prints one JS
     .venv/bin/python benchmarks/fidelity_pilot.py \\
         '{"task": {"pairs": 8}, "model": {"cell": "diagonal", "cell_options": {"qk_bias": 1.0}}}'
 
-Each PROTOCOL row gives its overrides; a pilot with an empty object is the paper default.
+Each NOTEBOOK row gives its overrides; a pilot with an empty object is the paper default.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ study's held-out sweep (100 sequences per n, at most 16,384 tokens each).
 
 Prints the final per-digit training accuracy (and about eight points of its trajectory), the
 exact match at each n, the training seconds (wall and this process's CPU) and the sweep's
-CPU seconds, one JSON line (docs/PROTOCOL.md: the key-value benchmark, "The bold row re-run").
+CPU seconds, one JSON line (docs/NOTEBOOK.md: the key-value benchmark's demo pilots, "The bold
+row re-run").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The lattice crossover pilots of docs/PROTOCOL.md ("Lattice memory", the crossover pilots):
+"""The lattice crossover pilots of docs/NOTEBOOK.md ("Lattice memory", the crossover pilots):
 one seed of one arm of `lattice_capacity` (or `lattice_forgetting`) at the `study` scale's
 settings, with the stored pairs P (and the overwrite fraction) changed, warm-started from the
 study's own `lattice_base` run of that arm and seed exactly as the pipeline's training job is,

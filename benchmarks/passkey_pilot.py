@@ -1,4 +1,4 @@
-"""The passkey_swar trade-off pilots of docs/PROTOCOL.md ("passkey_swar: the trade-off pilot").
+"""The passkey_swar trade-off pilots of docs/NOTEBOOK.md ("passkey_swar: the trade-off pilot").
 
 Trains one arm of the passkey_swar study for S steps of B on sequences drawn from the
 release's own generator (train split seeds, so fresh examples every step instead of the

@@ -1,4 +1,4 @@
-"""The haystack pilots of docs/PROTOCOL.md ("our harness does not reproduce the wall"): one
+"""The haystack pilots of docs/NOTEBOOK.md ("our harness does not reproduce the wall"): one
 seed of one cell on one haystack setting, trained with the run layer's `train` and scored on
 500 held-out sequences at the full gap. Prints one JSON line per pilot.
 
@@ -25,7 +25,7 @@ RANK1 = {"cell": "delta_rule", "cell_options": {"conv": True, "heads": 1, "qk_bi
 ATTENTION = {"cell": "attention", "cell_options": {"heads": 2, "positions": "rotary"}}
 CURRICULUM = {"curriculum": {"ramp": "linear", "until": 0.5}}
 
-# name -> (task changes, model, train changes): the rows of the PROTOCOL table
+# name -> (task changes, model, train changes): the rows of the NOTEBOOK table
 PILOTS: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {
     "pairs_1000": ({"distractors": "pairs"}, RANK1, {"steps": 1000}),
     "filler_1000": ({}, RANK1, {"steps": 1000}),
