@@ -16,6 +16,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 # lowest first: each line a layer, the packages (or top-level modules) of `arbench` in it
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("arbench", "io", "strict_yaml", "mismatch", "device", "cpu_memory", "batch", "stats"),
+    ("layout_names",),
     ("references", "runtime", "kernels", "analysis", "experiment", "settings"),
     ("cells",),
     ("models",),

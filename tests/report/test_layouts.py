@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from arbench.layout_names import LAYOUT_NAMES, TASK_LAYOUTS
 from arbench.report import paper
-from arbench.report.experiment import experiment_stats
+from arbench.report.experiment import SECTIONS, experiment_stats
 from arbench.report.layouts import LAYOUTS, caption, draw, layout_of, template_path
 from arbench.tasks import TASKS
+from arbench.tasks.base import Task, register_task
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,6 +37,18 @@ def test_every_layout_a_task_or_the_schema_declares_is_registered() -> None:
     schema = json.loads((ROOT / "schemas" / "config.schema.json").read_text())
     declared |= set(schema["$defs"]["experiment"]["properties"]["layout"]["enum"])
     assert declared <= set(LAYOUTS), sorted(declared - set(LAYOUTS))
+
+
+def test_the_leaf_names_the_registered_layouts_and_tasks_declare_only_theirs() -> None:
+    assert LAYOUT_NAMES == tuple(LAYOUTS)
+    assert "grid" not in TASK_LAYOUTS and {cls.layout for cls in TASKS.values()} <= set(
+        TASK_LAYOUTS
+    )
+    for layout in ("grid", "pie"):
+        toy = type("Toy", (Task,), {"name": f"toy_{layout}", "layout": layout})
+        with pytest.raises(ValueError, match=f"layout '{layout}' is not a task's"):
+            register_task(toy)
+        assert toy.name not in TASKS
 
 
 @pytest.mark.parametrize("call", [layout_of, template_path, caption])
@@ -57,6 +71,11 @@ def test_the_stats_carry_the_sections_a_layout_reads(layout: str, case: str, req
     stats = experiment_stats("x", fx(f"{case}_experiment"), fx(f"{case}_evals"), "demo", layout)
     assert stats["layout"] == layout
     assert set(LAYOUTS[layout].sections) <= set(stats)
+
+
+def test_every_section_a_layout_reads_has_its_builder() -> None:
+    read = {section for layout in LAYOUTS.values() for section in layout.sections}
+    assert read <= set(SECTIONS), sorted(read - set(SECTIONS))
 
 
 def test_the_paper_captions_an_experiment_figure_by_its_layout() -> None:

@@ -10,12 +10,15 @@ about binding.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from arbench.experiment import (
     BLOCKS,
+    Run,
     grid_default,
     grid_values,
     run_arm_name,
@@ -147,17 +150,52 @@ def experiment_stats(
     }
     if reference is not None:
         annotate_reference(out, reference)
-    if grid:
-        out["grid"] = _grid(exp, arms, floors_of, threshold)
-    sections = layout_of(layout).sections
-    if "sweep" in sections:
-        out["sweep"] = _sweep(exp, evals)
-    if "kvbench" in sections:
-        out["kvbench"] = kvbench.summary(exp, evals, curves)
-    if "frontier" in sections:
-        frontier.annotate({row.name: row for row in rows}, arms, self_tests or {})
-        out["frontier"] = frontier.summary(out)
+    inputs = SectionInputs(
+        exp, evals, curves, rows, arms, floors_of, threshold, self_tests or {}, out
+    )
+    for section in sections_of(layout, exp):
+        out[section] = SECTIONS[section](inputs)
     return out
+
+
+@dataclass(frozen=True)
+class SectionInputs:
+    """What a stats section is built from: the experiment block, its evaluations and training
+    curves, its run rows, the run arms' summaries, each grid value's floors, the lock-in
+    threshold, the oracle self-tests by run arm, and the statistics built so far."""
+
+    exp: dict[str, Any]
+    evals: list[dict[str, Any]]
+    curves: dict[tuple[str, int], list[dict[str, Any]]] | None
+    rows: list[Run]
+    arms: dict[str, dict[str, Any]]
+    floors_of: dict[str, dict[str, float]]
+    threshold: float
+    self_tests: dict[str, dict[str, Any]]
+    stats: dict[str, Any]
+
+
+def _frontier_section(s: SectionInputs) -> dict[str, Any]:
+    """Each arm's frontier coordinates (`frontier.annotate`), then the frontier view."""
+    frontier.annotate({row.name: row for row in s.rows}, s.arms, s.self_tests)
+    return frontier.summary(s.stats)
+
+
+# each stats section a layout may read (`Layout.sections`), by name, and what builds it
+SECTIONS: dict[str, Callable[[SectionInputs], Any]] = {
+    "grid": lambda s: _grid(s.exp, s.arms, s.floors_of, s.threshold),  # per arm and value
+    "sweep": lambda s: _sweep(s.exp, s.evals),  # per arm, evaluation length and answer type
+    "kvbench": lambda s: kvbench.summary(s.exp, s.evals, s.curves),  # per arm and length
+    "frontier": _frontier_section,  # crossings per cell
+}
+
+
+def sections_of(layout: str, exp: dict[str, Any]) -> tuple[str, ...]:
+    """The stats sections an experiment's statistics carry beyond the common ones, in the
+    order they are built: a grid's per-value view wherever the experiment has a grid
+    (whatever its layout), then the others its layout reads (`Layout.sections`)."""
+    own = tuple(s for s in layout_of(layout).sections if s != "grid")
+    return (("grid",) if exp.get("grid") else ()) + own
 
 
 def shared_settings(specs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -6,6 +6,9 @@ sections it reads beyond those every experiment's statistics carry (`experiment_
 builds them), and the sentence that captions its figure in the paper. A task declares its
 layout by name (`Task.layout`), an experiment may choose its own (``layout:``), and an
 experiment with a grid renders as "grid"; `layout_of` fails on any name not registered here.
+Their names alone live in the leaf `arbench.layout_names`, which a task's declaration is
+checked against when it registers (tasks sit below report); `LAYOUTS` must register exactly
+those names.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from arbench.layout_names import LAYOUT_NAMES
 
 TEMPLATES = Path(__file__).parent / "templates"
 TEMPLATE_DIR = "src/arbench/report/templates"  # the same folder, as rules name it
@@ -104,6 +109,10 @@ LAYOUTS: dict[str, Layout] = {
         ),
     )
 }
+
+
+if tuple(LAYOUTS) != LAYOUT_NAMES:  # the names tasks are checked against (a leaf module)
+    raise RuntimeError(f"arbench.layout_names.LAYOUT_NAMES {LAYOUT_NAMES} != {tuple(LAYOUTS)}")
 
 
 def layout_of(name: str) -> Layout:

@@ -9,9 +9,11 @@ class attributes are its declaration to the workflow, so rules never branch on a
   set and the oracle validates it and a sample of every seed's training stream) or "release"
   (a published file set that the task's `release` writes split by split and validates; the
   experiment block names the release and takes its data settings from it).
-* `layout`: how its results render, "bars" (one bar per arm, single-knob contrasts) or
-  "sweep" (accuracy per arm, evaluation length and answer type). An experiment with a grid
-  renders as "grid" (accuracy per arm and grid value) whatever its task.
+* `layout`: how its results render, a layout of `arbench.report.layouts` a task may declare
+  (`arbench.layout_names.TASK_LAYOUTS`, checked by `register_task`): "bars" (one bar per arm,
+  single-knob contrasts), "sweep" (accuracy per arm, evaluation length and answer type),
+  "kvbench", ... An experiment with a grid renders as "grid" (accuracy per arm and grid
+  value) whatever its task.
 """
 
 from __future__ import annotations
@@ -24,10 +26,10 @@ from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 import numpy as np
 
 from arbench.batch import IGNORE, Batch, Signal  # noqa: F401  (every task module reads them here)
+from arbench.layout_names import TASK_LAYOUTS
 from arbench.settings import settings_block
 
 DataKind = Literal["stream", "release"]
-Layout = Literal["bars", "sweep", "grid", "kvbench"]
 Progress = Any  # a callable taking one string, or None
 
 
@@ -127,7 +129,7 @@ class Task:
 
     name: ClassVar[str]
     data: ClassVar[DataKind] = "stream"
-    layout: ClassVar[Layout] = "bars"
+    layout: ClassVar[str] = "bars"  # one of `arbench.layout_names.TASK_LAYOUTS`
     release: ClassVar[Release | None] = None  # the writer/validator of a "release" task
     release_keys: ClassVar[tuple[str, ...]] = ()  # settings it takes from its release block
     signals: ClassVar[frozenset[str]] = frozenset()  # `Signal` fields its batches honour
@@ -317,6 +319,11 @@ def register_task(cls: type[Task]) -> type[Task]:
     """Class decorator: make a task constructible by its ``name`` through `build_task`."""
     if cls.name in TASKS:
         raise ValueError(f"task {cls.name!r} registered twice")
+    if cls.layout not in TASK_LAYOUTS:
+        raise ValueError(
+            f"task {cls.name!r}: layout {cls.layout!r} is not a task's; known: "
+            f"{', '.join(TASK_LAYOUTS)}"
+        )
     TASKS[cls.name] = cls
     return cls
 
