@@ -61,3 +61,11 @@ def test_kvbench_trains_resumes_bit_for_bit_and_is_scored(tmp_path: Path) -> Non
     assert record["model"]["family"] == "kvbench" and record["state_size_per_layer"] == 0
     scores = run.evaluate_run(run_dir, TASK, data_dir=data)["scores"]
     assert 0.0 <= scores["accuracy"] <= 1.0 and scores["second_occurrences"] == 8 * 2
+
+
+def test_a_family_names_its_own_memory_model_and_the_rest_use_the_probe_table() -> None:
+    from arbench.models import kvbench_memory
+
+    assert families.memory_model({"family": "kvbench"}) is kvbench_memory
+    assert families.memory_model({}) is None and families.memory_model({"family": "lm"}) is None
+    assert set(families.MEMORY_MODELS) <= set(families.FAMILIES)

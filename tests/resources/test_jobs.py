@@ -146,12 +146,12 @@ def test_a_sweep_is_priced_length_by_length(paper: Plan) -> None:
     expected = sum(
         n * device.seconds(k["flops"], k["ops"])
         for length, n in pieces
-        for k in [jobs._kvbench(run, jobs.Shape(1, length, 1), train=False)]
+        for k in [jobs._own_work(run, jobs.Shape(1, length, 1), train=False)]
     )
     assert est.seconds == pytest.approx(expected)
     tokens = jobs.build_task(run.task).eval_tokens(run.examples, **jobs._eval_settings(run))
     assert sum(n * length for length, n in pieces) == pytest.approx(tokens, rel=1e-3)
-    longest = jobs._kvbench(run, jobs.Shape(1, est.shape.length, 1), train=False)
+    longest = jobs._own_work(run, jobs.Shape(1, est.shape.length, 1), train=False)
     all_at_longest = tokens // est.shape.length * device.seconds(longest["flops"], longest["ops"])
     assert est.seconds < 0.8 * all_at_longest
 

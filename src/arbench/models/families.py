@@ -4,17 +4,20 @@ A model block names its family with ``family`` (default ``lm``: `LanguageModel`,
 one cell kind); ``kvbench`` is the key-value benchmark's transformer (`models.kvbench`);
 ``denoiser`` is the paper's bidirectional masked denoiser around a cell (`models.denoiser`). The
 training loop, the run layer and evaluation build and reload models only through here, so a
-new family is one entry in `FAMILIES`.
+new family is one entry in `FAMILIES`. A family with its own memory and work model for the
+resource planner (`arbench.resources.jobs`) names it in `MEMORY_MODELS`; every other family
+is priced from the probe table.
 """
 
 from __future__ import annotations
 
 from dataclasses import fields
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import nn
 
+from arbench.models import kvbench_memory
 from arbench.models.denoiser import Denoiser, DenoiserConfig
 from arbench.models.kvbench import KVModelConfig, KVTransformer
 from arbench.models.lm import LanguageModel, ModelConfig
@@ -24,6 +27,29 @@ FAMILIES: dict[str, tuple[type, type[nn.Module]]] = {
     "kvbench": (KVModelConfig, KVTransformer),
     "denoiser": (DenoiserConfig, Denoiser),
 }
+
+
+class MemoryModel(Protocol):
+    """A family's own memory and work model (a module): peak device bytes, FLOPs and
+    operators of a training step and of evaluating one sequence, and its parameter count,
+    each of the family's configuration (`model_config`)."""
+
+    def train_work(self, cfg: Any, rows: int, length: int) -> dict[str, float]: ...
+
+    def eval_work(self, cfg: Any, length: int, options: dict[str, Any]) -> dict[str, float]: ...
+
+    def n_parameters(self, cfg: Any) -> int: ...
+
+
+# the families whose memory and work the resource planner computes from their shapes rather
+# than from the probe table (the key-value transformer changes attention path with length)
+MEMORY_MODELS: dict[str, MemoryModel] = {"kvbench": kvbench_memory}
+
+
+def memory_model(settings: dict[str, Any]) -> MemoryModel | None:
+    """The own memory and work model of a model block's family (`MEMORY_MODELS`); None for a
+    family the probe table prices."""
+    return MEMORY_MODELS.get(settings.get("family", "lm"))
 
 
 def _family(settings: dict[str, Any]) -> str:

@@ -38,8 +38,9 @@ resident set above its baseline); `tests/models/test_kvbench_memory.py` keeps th
 from __future__ import annotations
 
 import math
+from typing import Any
 
-from arbench.models.kvbench import KVModelConfig, LayerSpec
+from arbench.models.kvbench import TRAIN_TILE, KVModelConfig, LayerSpec
 from arbench.settings import whole_number
 
 F32 = 4
@@ -194,3 +195,45 @@ def step_flops(cfg: KVModelConfig, batch: int, seq_len: int) -> float:
         keys = seq_len / 2 if spec.window is None else min(spec.window, seq_len)
         total += 7 * 2 * batch * seq_len * keys * a_q  # 2 forward + 5 backward matmuls
     return float(total)
+
+
+# ---------------------------------------- what the resource planner reads of this family
+# (`arbench.models.families.MEMORY_MODELS`: `train_work`, `eval_work`, `n_parameters`)
+
+
+def _ops(cfg: KVModelConfig, length: int, tile: int) -> float:
+    """Operators one training step of the key-value transformer dispatches: about 200 per
+    block (projections, norms, FFN, their backward), and a global layer's tiled attention
+    about 60 per (query tile, key tile) pair beyond ``tile`` tokens (its forward, recompute
+    and backward). An order of magnitude, for a step's launch cost."""
+    tiles = -(-length // tile)
+    pairs = tiles * (tiles + 1) / 2 if length > tile else 0
+    global_layers = sum(1 for s in cfg.specs() if s.window is None)
+    return 200.0 * cfg.layers + 60.0 * pairs * global_layers
+
+
+def train_work(cfg: KVModelConfig, rows: int, length: int) -> dict[str, float]:
+    """Peak device bytes, FLOPs and operators of one training step of ``rows`` sequences of
+    ``length`` tokens (training attends in tiles of `TRAIN_TILE`)."""
+    return {
+        "bytes": float(train_step_bytes(cfg, rows, length, TRAIN_TILE)),
+        "flops": float(step_flops(cfg, rows, length)),
+        "ops": _ops(cfg, length, TRAIN_TILE),
+    }
+
+
+def eval_work(cfg: KVModelConfig, length: int, options: dict[str, Any]) -> dict[str, float]:
+    """Peak device bytes of evaluating one sequence of ``length`` tokens under the evaluation
+    ``options`` (its own ``tile``, default 4096, and ``chunk``), and the FLOPs and operators
+    of a training step of that sequence at that tile (an evaluation does their forward share)."""
+    tile = int(options.get("tile", 4096))
+    chunk = options.get("chunk")
+    return {
+        "bytes": float(
+            eval_bytes(
+                cfg, length, tile=tile, dtype_bytes=4, chunk=None if chunk is None else int(chunk)
+            )
+        ),
+        "flops": float(step_flops(cfg, 1, length)),
+        "ops": _ops(cfg, length, tile),
+    }

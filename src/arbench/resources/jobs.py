@@ -1,9 +1,10 @@
 """One training or evaluation job's prediction, from its run-table row (`arbench.resources`).
 
 A row (`arbench.experiment.Run`) gives the task, model and train blocks; the task gives the
-row's shape (`Task.train_shape`, `Task.eval_shape`); the probe table or, for the key-value
-benchmark's transformer, `arbench.models.kvbench_memory` gives memory and work; the device
-gives time. Nothing here runs a model.
+row's shape (`Task.train_shape`, `Task.eval_shape`); the probe table gives memory and work,
+or a family's own memory model where the family names one
+(`arbench.models.families.MEMORY_MODELS`, e.g. the key-value benchmark's transformer's
+`arbench.models.kvbench_memory`); the device gives time. Nothing here runs a model.
 
 Time is priced as the job will run. A training whose load schedule stops early
 (``train.load.stop``, accuracy-gated rungs) runs until its last rung passes its gate, a step
@@ -88,10 +89,26 @@ def _vocab_positions(run: Run) -> tuple[int, int | None]:
     return task.vocab_size, task.positions()
 
 
+def _memory_model(run: Run) -> Any | None:
+    """The own memory and work model of ``run``'s model family
+    (`arbench.models.families.memory_model`); None where the probe table prices it."""
+    from arbench.models import families
+
+    return families.memory_model(run.model)
+
+
+def _model_config(run: Run) -> Any:
+    """The configuration ``run``'s model block builds, with its task's vocabulary and length."""
+    from arbench.models import families
+
+    vocab, positions = _vocab_positions(run)
+    return families.model_config(run.model, vocab, positions=positions)
+
+
 def specs(run: Run) -> list[Any]:
     """The probes ``run``'s training and evaluation are predicted from (none for a family
     with its own memory model)."""
-    if run.model.get("family") == "kvbench":
+    if _memory_model(run) is not None:
         return []
     vocab, positions = _vocab_positions(run)
     tr, ev = train_shape(run), eval_shape(run)
@@ -101,48 +118,18 @@ def specs(run: Run) -> list[Any]:
     )
 
 
-def _kv_ops(cfg: Any, length: int, tile: int) -> float:
-    """Operators one training step of the key-value transformer dispatches: about 200 per
-    block (projections, norms, FFN, their backward), and a global layer's tiled attention
-    about 60 per (query tile, key tile) pair beyond ``tile`` tokens (its forward, recompute
-    and backward). An order of magnitude, for a step's launch cost."""
-    tiles = -(-length // tile)
-    pairs = tiles * (tiles + 1) / 2 if length > tile else 0
-    global_layers = sum(1 for s in cfg.specs() if s.window is None)
-    return 200.0 * cfg.layers + 60.0 * pairs * global_layers
-
-
-def _kvbench(run: Run, shape: Shape, *, train: bool) -> dict[str, float]:
-    """The key-value transformer's own model (`arbench.models.kvbench_memory`)."""
-    from arbench.models import families
-    from arbench.models import kvbench_memory as km
-
-    vocab, positions = _vocab_positions(run)
-    cfg = families.model_config(run.model, vocab, positions=positions)
-    if train:  # training attends in tiles of TRAIN_TILE, evaluation in its own ``tile``
-        from arbench.models.kvbench import TRAIN_TILE
-
-        ops = _kv_ops(cfg, shape.length, TRAIN_TILE)
-        return {
-            "bytes": float(km.train_step_bytes(cfg, shape.rows, shape.length, TRAIN_TILE)),
-            "flops": float(km.step_flops(cfg, shape.rows, shape.length)),
-            "ops": ops,
-        }
-    tile = int(run.eval_options.get("tile", 4096))
-    ops = _kv_ops(cfg, shape.length, tile)
-    chunk = run.eval_options.get("chunk")
+def _own_work(run: Run, shape: Shape, *, train: bool) -> dict[str, float]:
+    """Peak device bytes, FLOPs and operators of one training step of ``shape`` (``train``)
+    or of evaluating one sequence of its length (its forward share of a step's work), from
+    the own memory model of ``run``'s family (`_memory_model`)."""
+    model, cfg = _memory_model(run), _model_config(run)
+    if train:
+        return model.train_work(cfg, shape.rows, shape.length)
+    work = model.eval_work(cfg, shape.length, run.eval_options)
     return {
-        "bytes": float(
-            km.eval_bytes(
-                cfg,
-                shape.length,
-                tile=tile,
-                dtype_bytes=4,
-                chunk=None if chunk is None else int(chunk),
-            )
-        ),
-        "flops": float(km.step_flops(cfg, 1, shape.length) * FORWARD_SHARE),
-        "ops": ops * FORWARD_SHARE,
+        "bytes": work["bytes"],
+        "flops": work["flops"] * FORWARD_SHARE,
+        "ops": work["ops"] * FORWARD_SHARE,
     }
 
 
@@ -182,9 +169,9 @@ def _train_step(
     """Peak device bytes and seconds on ``device`` of one training step of ``shape``: a
     step's rows in ``shape.parts`` passes of at most ``shape.part_rows`` rows
     (``train.micro_batch_tokens``), so memory is one pass's and work the whole step's."""
-    if run.model.get("family") == "kvbench":
-        k = _kvbench(run, shape, train=True)
-        part = _kvbench(run, Shape(shape.part_rows, shape.length, shape.supervised), train=True)
+    if _memory_model(run) is not None:
+        k = _own_work(run, shape, train=True)
+        part = _own_work(run, Shape(shape.part_rows, shape.length, shape.supervised), train=True)
         device_bytes, flops, ops = part["bytes"], k["flops"], shape.parts * k["ops"]
     else:
         p = predict(table, specs(run), Shape(shape.part_rows, shape.length, shape.supervised), job)
@@ -237,14 +224,14 @@ def eval_estimate(run: Run, job: str, device: Device, table: ProbeTable) -> Esti
     batches = -(-rows_total // shape.rows)
     # the sequences the host holds at once: the held-out set, or one sweep length's
     held = min(tokens, max(1, run.examples) * shape.length)
-    if run.model.get("family") == "kvbench":
-        k = _kvbench(run, Shape(1, shape.length, shape.supervised), train=False)
+    if _memory_model(run) is not None:  # priced length by length (`_eval_rows_by_length`)
+        k = _own_work(run, Shape(1, shape.length, shape.supervised), train=False)
         device_bytes = k["bytes"]
         pieces = _eval_rows_by_length(run)
         seconds = sum(
             n * device.seconds(p["flops"], p["ops"])
             for n, p in (
-                (n, _kvbench(run, Shape(1, length, 1), train=False)) for length, n in pieces
+                (n, _own_work(run, Shape(1, length, 1), train=False)) for length, n in pieces
             )
         )
         held = max(n * length for length, n in pieces)
@@ -262,7 +249,8 @@ def eval_estimate(run: Run, job: str, device: Device, table: ProbeTable) -> Esti
 
 
 def _eval_rows_by_length(run: Run) -> list[tuple[int, int]]:
-    """(sequence length, sequences) of everything a key-value evaluation reads: its held-out
+    """(sequence length, sequences) of everything an evaluation priced by its family's own
+    memory model (the key-value benchmark's) reads: its held-out
     set, then each sweep length (``n`` keys or ``lengths`` tokens) by itself, from the task's
     own count (`Task.eval_tokens` of that length alone, less the held-out set's)."""
     task, options = build_task(run.task), _eval_settings(run)
@@ -280,14 +268,12 @@ def _eval_rows_by_length(run: Run) -> list[tuple[int, int]]:
 
 
 def _parameters(run: Run, table: ProbeTable, job: str) -> float:
-    """Parameters of ``run``'s model: the key-value transformer's counted from its shapes,
-    every other model's as its probe measured it."""
-    if run.model.get("family") == "kvbench":
-        from arbench.models import families
-        from arbench.models import kvbench_memory as km
-
-        vocab, positions = _vocab_positions(run)
-        return float(km.n_parameters(families.model_config(run.model, vocab, positions=positions)))
+    """Parameters of ``run``'s model: counted from its shapes by its family's own memory model
+    where it has one (the key-value transformer), every other model's as its probe measured
+    it."""
+    model = _memory_model(run)
+    if model is not None:
+        return float(model.n_parameters(_model_config(run)))
     spec = specs(run)[0]
     return float(table.get(spec, job)["parameters"])
 
