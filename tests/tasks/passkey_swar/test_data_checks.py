@@ -206,7 +206,7 @@ def test_a_shard_swapped_after_validation_is_an_error_when_read(ds: Path) -> Non
 
 
 def test_list_rows_differ_flags_length_and_value() -> None:
-    from arbench.tasks.passkey_swar.release import _list_rows_differ
+    from arbench.tasks.passkey_swar.check import _list_rows_differ
 
     a = pa.array([[1, 2], [3, 4], [5]], pa.list_(pa.int16()))
     b = pa.array([[1, 2], [3, 5], [5, 6]], pa.list_(pa.int16()))

@@ -74,7 +74,7 @@ def test_no_gray_zone_query_and_answers(examples: list[dict], h) -> None:
 
 
 def test_statistics_match_card(h) -> None:
-    from arbench.tasks.passkey_swar.release import SplitStats
+    from arbench.tasks.passkey_swar.card import SplitStats
 
     card = {  # config: (mean length, queries/ex, stale share of expired, tolerance)
         32: (132, 8.0, 0.0, 0.0),
@@ -102,7 +102,7 @@ def test_standard_errors_match_a_per_example_recomputation() -> None:
 
     import numpy as np
 
-    from arbench.tasks.passkey_swar.release import SplitStats
+    from arbench.tasks.passkey_swar.card import SplitStats
 
     batches = [
         O.check_table(b.to_arrow())[1] for b in generate("train", 64, 300, P, chunk_tokens=20_000)

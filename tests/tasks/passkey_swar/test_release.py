@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 
 from arbench.tasks.passkey_swar import oracle as O
+from arbench.tasks.passkey_swar.card import STAT_KEYS
 from arbench.tasks.passkey_swar.generator import (
     NULL,
     SPLIT_SEEDS,
     Params,
 )
-from arbench.tasks.passkey_swar.release import STAT_KEYS, write_dataset
+from arbench.tasks.passkey_swar.release import write_dataset
 
 P = Params()
 WIN = P.w

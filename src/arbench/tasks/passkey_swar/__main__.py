@@ -12,14 +12,12 @@ import sys
 import time
 from pathlib import Path
 
+from arbench.tasks.passkey_swar.card import config_N, stats_rows, stderr_progress
+from arbench.tasks.passkey_swar.check import validate
 from arbench.tasks.passkey_swar.generator import SPLIT_SEEDS, Params
 from arbench.tasks.passkey_swar.release import (
     DEFAULT_EXAMPLES,
     DEFAULT_SHARD_ROWS,
-    config_N,
-    stats_rows,
-    stderr_progress,
-    validate,
     write_index,
     write_split,
 )

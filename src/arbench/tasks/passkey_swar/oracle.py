@@ -12,7 +12,7 @@ each example sits in its own config's folder and split, that no seed or token se
 repeats within a split or appears in two splits, and records each file's SHA-256, so a
 consumer can tell a shard that changed after validation. A file that is not readable parquet
 is one error naming it; the other files are still checked. Checks that need the generator
-(regenerating each example from its seed) come in through ``extra`` (`release.validate`).
+(regenerating each example from its seed) come in through ``extra`` (`check.validate`).
 """
 
 from __future__ import annotations
