@@ -248,6 +248,23 @@ def test_an_arm_whose_cell_cannot_run_here_is_skipped_with_its_reason() -> None:
     assert all("mamba2_fused" not in (c["a"], c["b"]) for c in exp["contrasts"])
 
 
+def test_the_checks_expand_each_experiments_rows_once(monkeypatch) -> None:
+    # the warm-start, reference and source-results checks read the rows the experiment's own
+    # checks read (one table), not an expansion each: lattice_capacity's base is expanded once
+    from arbench.config import validation
+
+    cfg = config.resolve(copy.deepcopy(RAW) | {"scale": "smoke"})
+    expanded: list[str] = []
+
+    def counted(name: str, exp: dict) -> list[experiment.Run]:
+        expanded.append(name)
+        return experiment.runs_of(name, exp)
+
+    monkeypatch.setattr(validation, "runs_of", counted)
+    config.semantic_checks(cfg)
+    assert sorted(expanded) == sorted(cfg["experiments"])
+
+
 def test_release_settings_have_one_source() -> None:
     for scale in ("paper", "demo", "smoke"):
         cfg = config.resolve(copy.deepcopy(RAW) | {"scale": scale})

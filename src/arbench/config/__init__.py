@@ -1,6 +1,6 @@
 """The pipeline config: read strictly (`loading`), each experiment merged over its recipe
-(`recipes`), scale-rewritten (`scales`), validated (`validation`), in that order, by
-`resolve`.
+(`recipes`), scale-rewritten (`scales`), validated (`validation`, its type checks in
+`type_check`), its releases checked and merged (`releases`), in that order, by `resolve`.
 
 `resolve` checks every scale's rewrites whichever scale is planned, so a typo inside another
 scale's overrides fails a paper-scale plan too. What the resolved experiments expand into
@@ -22,16 +22,9 @@ from arbench.config.paths import ROOT
 from arbench.config.recipes import expand as expand_recipes
 from arbench.config.recipes import origin as recipe_origin
 from arbench.config.recipes import stamp as stamp_recipes
-from arbench.config.scales import apply_scale, drop_arms, mark_path_only
-from arbench.config.validation import (
-    SCHEMA,
-    merge_releases,
-    semantic_checks,
-    skip_unavailable,
-    validate,
-    validate_recipes,
-)
-from arbench.config.validation import _check_release as check_release
+from arbench.config.releases import check_release, merge_releases
+from arbench.config.scales import apply_scale, drop_arms, mark_path_only, skip_unavailable
+from arbench.config.validation import SCHEMA, semantic_checks, validate, validate_recipes
 
 __all__ = [
     "ROOT",

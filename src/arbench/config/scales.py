@@ -6,6 +6,8 @@ level, e.g. every experiment), whose `drop_arms` map names, per experiment, arms
 does not run (`drop_arms`: recorded as skipped, so a claim on one reads "not run at this
 scale"), and whose `measures` list (where present) names the experiments whose numbers the
 scale measures: every other one runs only to exercise its path and is marked ``path_only``.
+Beside the scale's own ``drop_arms``, `skip_unavailable` drops, after validation, the arms
+whose cell cannot run on this machine (an optional package missing), recorded alike.
 
 A rule that reaches an experiment's setting also reaches that setting's per-value list in the
 experiment's grid (``grid.with``, `arbench.experiment.grid_settings`), entry by entry: the
@@ -161,9 +163,9 @@ def drop_arms(cfg: dict[str, Any]) -> None:
     """Remove, in place, the arms the chosen scale's ``drop_arms`` names per experiment (run
     on the validated, scale-rewritten config) and every contrast naming one, recording both
     under the experiment's ``skipped`` key with the reason, as an arm that cannot run here is
-    recorded (`validation.skip_unavailable`); an arm's entry in a per-arm ``seeds`` mapping
-    goes with it. A name that is not an experiment or not one of
-    its arms, or dropping every arm, fails naming it."""
+    recorded (`skip_unavailable`); an arm's entry in a per-arm ``seeds`` mapping goes with
+    it. A name that is not an experiment or not one of its arms, or dropping every arm, fails
+    naming it."""
     scale = cfg.get("scale", "paper")
     where = f"scales.{scale}.drop_arms"
     for name, arms in ((cfg["scales"][scale] or {}).get("drop_arms") or {}).items():
@@ -194,6 +196,34 @@ def drop_arms(cfg: dict[str, Any]) -> None:
         contrasts = exp.get("contrasts") or []
         skipped["contrasts"] += [c for c in contrasts if c["a"] in arms or c["b"] in arms]
         exp["contrasts"] = [c for c in contrasts if c["a"] not in arms and c["b"] not in arms]
+
+
+def skip_unavailable(cfg: dict[str, Any]) -> None:
+    """Drop, in place, every arm whose cell cannot run here (an optional package is missing)
+    and every contrast that names one, recording each with its reason under the experiment's
+    ``skipped`` key, so its table can say what was not run and why."""
+    from arbench.cells import CELLS
+
+    for name, exp in cfg["experiments"].items():
+        skipped: dict[str, str] = {}
+        for arm, spec in list(exp["arms"].items()):
+            if "cell" not in spec:  # another model family: nothing optional to miss
+                continue
+            reason = CELLS[spec["cell"]].unavailable_reason()
+            if reason:
+                skipped[arm] = reason
+                del exp["arms"][arm]
+                ((exp.get("grid") or {}).get("arms") or {}).pop(arm, None)
+        if not skipped:
+            continue
+        if not exp["arms"]:
+            raise ConfigError(f"experiments.{name}.arms: none can run here: {skipped}")
+        # added to what the scale dropped (`drop_arms`), if anything
+        record = exp.setdefault("skipped", {"arms": {}, "contrasts": []})
+        record["arms"].update(skipped)
+        dropped = [c for c in exp.get("contrasts", []) if c["a"] in skipped or c["b"] in skipped]
+        record["contrasts"] += dropped
+        exp["contrasts"] = [c for c in exp.get("contrasts", []) if c not in dropped]
 
 
 def mark_path_only(cfg: dict[str, Any]) -> None:

@@ -1,16 +1,15 @@
 """Validate a scale-resolved config: a JSON schema, then the checks a schema cannot express
-(every arm's cell builds, every option is declared and typed, grids, references, releases),
-so a bad config fails before any job runs, in one line naming the key.
+(every arm's cell builds, every option is declared and typed (`type_check`), grids,
+references, warm starts), read off the run table's rows, so a bad config fails before any
+job runs, in one line naming the key. A ``releases`` block's checks are `releases`'; the
+rewrites that drop arms are `scales`'.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import functools
 import json
-import types
-import typing
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,15 @@ import jsonschema
 
 from arbench.config.errors import ConfigError
 from arbench.config.paths import ROOT
+from arbench.config.type_check import (
+    NUMBER_FIX,
+    check_type,
+    describe,
+    hint_ok,
+    hints,
+    numeric_string,
+    option_hints,
+)
 from arbench.experiment import (
     BLOCKS,
     CELL_FAMILIES,
@@ -30,6 +38,7 @@ from arbench.experiment import (
     family_of,
     grid_default,
     grid_settings,
+    point_label,
     runs_of,
     value_label,
 )
@@ -37,7 +46,7 @@ from arbench.experiment import (
 SCHEMA = ROOT / "schemas" / "config.schema.json"
 
 
-def _schema_error(errors: list[Any], prefix: str = "") -> ConfigError | None:
+def schema_error(errors: list[Any], prefix: str = "") -> ConfigError | None:
     """The first schema error as a ConfigError naming its key path (None if no errors)."""
     if not errors:
         return None
@@ -58,156 +67,25 @@ def _schema_error(errors: list[Any], prefix: str = "") -> ConfigError | None:
         if unknown:
             where = f"{where}.{unknown[0]}" if where != "<root>" else str(unknown[0])
             message = f"unknown key; allowed: {allowed}"
-    elif e.validator in ("type", "oneOf", "anyOf") and _numeric_string(e.instance):
-        message = f"{message}: {_NUMBER_FIX}"
+    elif e.validator in ("type", "oneOf", "anyOf") and numeric_string(e.instance):
+        message = f"{message}: {NUMBER_FIX}"
     return ConfigError(f"config key {where}: {message}")
 
 
-# the fix for a number that arrives as a string: quoted, or a plain 3e-3 read by PyYAML's own
-# loader (the workflow reads config files through StrictLoader, which makes it a number)
-_NUMBER_FIX = "write the number unquoted, e.g. 3.0e-3"
+class _Rows:
+    """The run table the checks read: each experiment's rows (`arbench.experiment.runs_of`),
+    expanded once, when a check first asks for them (an experiment's own once its grid and
+    seeds are checked; a warm start's base when a run names it)."""
 
+    def __init__(self, experiments: dict[str, Any]) -> None:
+        self.experiments = experiments
+        self._rows: dict[str, list[Run]] = {}
 
-def _numeric_string(value: Any) -> bool:
-    """Whether ``value`` is a string that reads as a number (a number quoted, or 3e-3)."""
-    if not isinstance(value, str):
-        return False
-    try:
-        float(value.replace("_", ""))
-    except ValueError:
-        return False
-    return True
-
-
-def _check_release(name: str, block: dict[str, Any]) -> None:
-    """A release block names a release task and fits that task's own schema."""
-    from arbench.tasks import task_class
-
-    where = f"releases.{name}"
-    try:
-        cls = task_class(block["task"])
-    except KeyError as e:
-        raise ConfigError(f"{where}.task: {e.args[0]}") from None
-    if cls.release is None:
-        raise ConfigError(f"{where}.task: {cls.name!r} has no release (its data is {cls.data!r})")
-    schema_errors = list(jsonschema.Draft202012Validator(cls.release.schema).iter_errors(block))
-    err = _schema_error(schema_errors, where)
-    if err:
-        raise err
-    try:
-        cls.release.check(block)
-    except (ValueError, TypeError) as e:
-        raise ConfigError(f"{where}: {e}") from None
-
-
-def merge_releases(cfg: dict[str, Any]) -> None:
-    """Give every release task's block the settings it takes from its release, in place.
-
-    The release block is the one source of a release's data settings (its params, the configs
-    it holds); an experiment block only names it. Setting one of those keys in both places is
-    an error, so the two can never disagree.
-    """
-    from arbench.tasks import task_class
-
-    releases = cfg.get("releases", {})
-    for name, exp in cfg["experiments"].items():
-        task = exp["task"]
-        where = f"experiments.{name}.task"
-        try:
-            cls = task_class(task["name"])
-        except KeyError as e:
-            raise ConfigError(f"{where}.name: {e.args[0]}") from None
-        if cls.data != "release":
-            continue
-        release = task.get("release")
-        if release not in releases:
-            raise ConfigError(
-                f"{where}.release: {release!r} is not a release; known: {sorted(releases)}"
-            )
-        if releases[release]["task"] != cls.name:
-            raise ConfigError(
-                f"{where}.release: {release!r} is a {releases[release]['task']!r} release"
-            )
-        for key in cls.release_keys:
-            if key in task:
-                raise ConfigError(
-                    f"{where}.{key}: set it in releases.{release}.{key} (its one source)"
-                )
-            task[key] = copy.deepcopy(releases[release][key])
-
-
-@functools.lru_cache(maxsize=1024)
-def _hints(obj: Any) -> dict[str, Any]:
-    """The resolved type hints of a function or dataclass (empty when they cannot resolve);
-    cached, as every arm of every scale asks again (callers never mutate the result)."""
-    try:
-        return typing.get_type_hints(obj)
-    except Exception:  # a hint naming something unimportable here: no type check
-        return {}
-
-
-def _hint_ok(value: Any, hint: Any) -> bool:
-    """Whether ``value`` (as YAML gives it) fits the declared type ``hint``; int counts as
-    float, bool never counts as a number, a YAML list fits list and tuple hints."""
-    if hint is None or hint is type(None):
-        return value is None
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType):
-        return any(_hint_ok(value, a) for a in args)
-    if origin is typing.Literal:
-        return any(type(value) is type(a) and value == a for a in args)
-    if origin in (list, tuple, set, frozenset):
-        items = args[0] if args and (origin is not tuple or args[-1] is Ellipsis) else Any
-        return isinstance(value, list) and all(_hint_ok(v, items) for v in value)
-    if origin is dict:
-        return isinstance(value, dict)
-    if hint is bool:
-        return isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if hint is float:
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    if isinstance(hint, type) and origin is None:
-        return isinstance(value, hint)
-    return True  # Any, a TypeVar, a callable: nothing a config value can be checked against
-
-
-def _describe(hint: Any) -> str:
-    """A declared type as the error shows it: int, float | None, 'sum' | 'concat'."""
-    if hint is None or hint is type(None):
-        return "null"
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType):
-        return " | ".join(_describe(a) for a in args)
-    if origin is typing.Literal:
-        return " | ".join(repr(a) for a in args)
-    if isinstance(hint, type) and origin is None:
-        return hint.__name__
-    return str(hint).replace("typing.", "")
-
-
-def _check_type(where: str, value: Any, hint: Any, owner: str, name: str = "") -> None:
-    """``value`` at key path ``where`` fits the type ``hint`` that ``owner`` declares for its
-    setting ``name`` (default: the path's last key); a None hint declares nothing to check."""
-    if hint is None or _hint_ok(value, hint):
-        return
-    fix = f" ({_NUMBER_FIX})" if _numeric_string(value) else ""
-    name = name or where.rsplit(".", 1)[-1]
-    raise ConfigError(
-        f"{where}: {value!r} is not allowed; {owner} takes {name}: {_describe(hint)}{fix}"
-    )
-
-
-@functools.lru_cache(maxsize=256)
-def _option_hints(cls: type) -> dict[str, Any]:
-    """The declared types of a cell's constructor options along its MRO, a subclass's over
-    its parent's (presets forward **options to a parent's `__init__`)."""
-    hints: dict[str, Any] = {}
-    for klass in reversed(cls.__mro__):
-        if "__init__" in vars(klass):
-            hints.update(_hints(klass.__init__))
-    hints.pop("return", None)
-    return hints
+    def of(self, name: str) -> list[Run]:
+        """The rows of experiment ``name``, in config order."""
+        if name not in self._rows:
+            self._rows[name] = runs_of(name, self.experiments[name])
+        return self._rows[name]
 
 
 def _task_declaration(cls: type) -> type | None:
@@ -238,14 +116,14 @@ def _check_task_block(where: str, exp: dict[str, Any], arm: str) -> None:
     declared = _task_declaration(cls)
     if declared is None:
         return
-    hints = _hints(declared)
+    hinted = hints(declared)
     allowed = sorted({f.name for f in dataclasses.fields(declared)} | {"name"})
     for key, value in merged.items():
         if key not in allowed:
             raise ConfigError(
                 f"{origin(key)}.{key}: not a setting of task {cls.name!r}; allowed: {allowed}"
             )
-        _check_type(f"{origin(key)}.{key}", value, hints.get(key), f"task {cls.name!r}")
+        check_type(f"{origin(key)}.{key}", value, hinted.get(key), f"task {cls.name!r}")
 
 
 def _check_eval_options(where: str, cls: type, options: dict[str, Any], prefix: str) -> None:
@@ -253,7 +131,7 @@ def _check_eval_options(where: str, cls: type, options: dict[str, Any], prefix: 
     keys, given here without the prefix) is one task ``cls``'s evaluator takes, with a value
     of its declared type; ``where`` + ``prefix`` + the option is its key path."""
     takes = cls.eval_option_names()
-    hints = _hints(cls.evaluate)
+    hinted = hints(cls.evaluate)
     for key, value in options.items():
         if key not in takes:
             raise ConfigError(
@@ -261,7 +139,7 @@ def _check_eval_options(where: str, cls: type, options: dict[str, Any], prefix: 
                 f"{key!r}; allowed: {sorted(takes)}"
             )
         owner = f"task {cls.name!r}'s evaluator"
-        _check_type(f"{where}.{prefix}{key}", value, hints.get(key), owner, key)
+        check_type(f"{where}.{prefix}{key}", value, hinted.get(key), owner, key)
 
 
 _BUILT: dict[str, str | None] = {}  # a cell's settings (JSON) -> why building it failed, or None
@@ -372,7 +250,7 @@ def _check_arm(where: str, exp: dict[str, Any], arm: str, rows: list[Run]) -> No
         accepted = CELLS[cell].option_names(options)
     except KeyError as e:  # a wrapper naming an unknown inner cell
         raise ConfigError(f"{here}: {e.args[0]}") from None
-    hints = _option_hints(CELLS[cell])
+    hinted = option_hints(CELLS[cell])
     arm_model_options = spec.get("model", {}).get("cell_options", {})
     for key, value in options.items():
         origin = here if key in spec else f"{where}.model.cell_options"
@@ -382,7 +260,7 @@ def _check_arm(where: str, exp: dict[str, Any], arm: str, rows: list[Run]) -> No
             raise ConfigError(
                 f"{origin}.{key}: not an option of cell {cell!r}; allowed: {sorted(accepted)}"
             )
-        _check_type(f"{origin}.{key}", value, hints.get(key), f"cell {cell!r}")
+        check_type(f"{origin}.{key}", value, hinted.get(key), f"cell {cell!r}")
     if CELLS[cell].unavailable_reason() is None:  # an unavailable cell is skipped, not built
         for run in rows:
             if run.arm != arm:
@@ -410,14 +288,13 @@ def _check_eval(here: str, where: str, exp: dict[str, Any], spec: dict[str, Any]
     _check_eval_options(f"{where}.eval", evaluator, shared, "")
 
 
-def _check_reference(where: str, ref: dict[str, str], cfg: dict[str, Any]) -> None:
+def _check_reference(where: str, ref: dict[str, str], table: _Rows) -> None:
     """A {experiment, arm} pointer names an experiment and one of its run arms."""
-    exp = cfg["experiments"].get(ref["experiment"])
-    if exp is None:
+    if ref["experiment"] not in table.experiments:
         raise ConfigError(
-            f"{where}.experiment: {ref['experiment']!r} not one of {sorted(cfg['experiments'])}"
+            f"{where}.experiment: {ref['experiment']!r} not one of {sorted(table.experiments)}"
         )
-    names = [run.name for run in runs_of(ref["experiment"], exp)]
+    names = [run.name for run in table.of(ref["experiment"])]
     if ref["arm"] not in names:
         raise ConfigError(
             f"{where}.arm: {ref['arm']!r} is not a run arm of {ref['experiment']}; known: {names}"
@@ -508,15 +385,15 @@ def _check_run_blocks(
             if first == "task":
                 declared = _task_declaration(_task_of(f"{where}.task", block))
                 if declared is not None and len(rest) == 1:
-                    hint = _hints(declared).get(rest[0])
-                    if hint is not None and not _hint_ok(setting, hint):
-                        raise ConfigError(f"{bad}: not allowed; the task takes {_describe(hint)}")
+                    hint = hints(declared).get(rest[0])
+                    if hint is not None and not hint_ok(setting, hint):
+                        raise ConfigError(f"{bad}: not allowed; the task takes {describe(hint)}")
                 continue
             errors = list(validators[first].iter_errors(block))
             if errors:
                 e = sorted(errors, key=lambda e: e.message)[0]
-                number = e.validator == "type" and _numeric_string(setting)
-                fix = f" ({_NUMBER_FIX})" if number else ""
+                number = e.validator == "type" and numeric_string(setting)
+                fix = f" ({NUMBER_FIX})" if number else ""
                 raise ConfigError(f"{bad} (run arm {run_arm}): {e.message}{fix}")
 
 
@@ -567,7 +444,7 @@ def _check_seeds(where: str, exp: dict[str, Any]) -> None:
         )
 
 
-def _check_warm_start(where: str, run: Run, cfg: dict[str, Any]) -> None:
+def _check_warm_start(where: str, run: Run, table: _Rows) -> None:
     """A warm-started run arm (``train.warm_start``) names an experiment and one of its run
     arms that trains the same model on a smaller vocabulary of keys and as many values, with
     at least as many seeds (each seed continues the base's same seed): one line naming the
@@ -578,7 +455,7 @@ def _check_warm_start(where: str, run: Run, cfg: dict[str, Any]) -> None:
     if not warm:
         return
     key = f"{where} (run arm {run.name}).train.{WARM_START}"
-    experiments = cfg["experiments"]
+    experiments = table.experiments
     if warm["experiment"] not in experiments:
         raise ConfigError(
             f"{key}.experiment: {warm['experiment']!r} is not an experiment; "
@@ -586,7 +463,7 @@ def _check_warm_start(where: str, run: Run, cfg: dict[str, Any]) -> None:
         )
     if warm["experiment"] == run.experiment:
         raise ConfigError(f"{key}.experiment: a run cannot warm-start from its own experiment")
-    rows = {r.name: r for r in runs_of(warm["experiment"], experiments[warm["experiment"]])}
+    rows = {r.name: r for r in table.of(warm["experiment"])}
     if warm["arm"] not in rows:
         raise ConfigError(
             f"{key}.arm: {warm['arm']!r} is not a run arm of {warm['experiment']}; "
@@ -620,12 +497,12 @@ def _check_warm_start(where: str, run: Run, cfg: dict[str, Any]) -> None:
         )
 
 
-def _check_source_results(where: str, exp: dict[str, Any]) -> None:
+def _check_source_results(where: str, exp: dict[str, Any], rows: list[Run]) -> None:
     """An experiment's ``reference`` names a file that exists, reads strictly and holds only
     valid scores (`arbench.references.check_reference`), and a set of it that shares at
     least one arm or run arm name with the experiment (what its table puts side by side); sets
-    placed at grid values (``set: [{set, at}]``) each at a label of one of the grid's values."""
-    from arbench.experiment import point_label, runs_of
+    placed at grid values (``set: [{set, at}]``) each at a label of one of the grid's values;
+    ``rows`` are the experiment's."""
     from arbench.references import ReferenceFileError, load_reference
 
     ref = exp.get("reference")
@@ -650,7 +527,7 @@ def _check_source_results(where: str, exp: dict[str, Any]) -> None:
         raise ConfigError(f"{where}.reference.set: {e.args[0]}") from None
     except ReferenceFileError as e:
         raise ConfigError(f"{where}.reference.file: {e}") from None
-    if not set(entry.get("arms") or {}) & {*exp["arms"], *(r.name for r in runs_of("", exp))}:
+    if not set(entry.get("arms") or {}) & {*exp["arms"], *(r.name for r in rows)}:
         raise ConfigError(
             f"{where}.reference.set: {ref['set']!r} has none of the experiment's arms "
             f"(it has {sorted(entry.get('arms') or {})})"
@@ -658,11 +535,13 @@ def _check_source_results(where: str, exp: dict[str, Any]) -> None:
 
 
 def semantic_checks(cfg: dict[str, Any]) -> None:
-    """Checks a schema cannot express; raise ConfigError naming the key."""
+    """Checks a schema cannot express; raise ConfigError naming the key. Every check that
+    reads run arms reads one table's rows (`_Rows`), never its own expansion."""
     from arbench.tasks import build_task, task_class
 
     defs = _schema()["$defs"]
     validators = {b: jsonschema.Draft202012Validator(defs[b]) for b in ("model", "train")}
+    table = _Rows(cfg["experiments"])
     for name, exp in cfg["experiments"].items():
         where = f"experiments.{name}"
         if name in cfg.get("releases", {}) and task_class(exp["task"]["name"]).data == "stream":
@@ -672,8 +551,8 @@ def semantic_checks(cfg: dict[str, Any]) -> None:
         if exp.get("grid"):  # before anything expands its rows
             _check_grid(where, exp)
         _check_seeds(where, exp)
-        _check_source_results(where, exp)
-        rows = runs_of(name, exp)  # every check below reads these, built once
+        rows = table.of(name)  # every check below reads these
+        _check_source_results(where, exp, rows)
         if exp.get("grid"):
             _check_run_blocks(where, exp, validators, rows)
         for run in rows:
@@ -690,7 +569,7 @@ def semantic_checks(cfg: dict[str, Any]) -> None:
                 )
             _check_signals(f"{where} (run arm {run.name})", task, tr)
             _check_spread(f"{where} (run arm {run.name})", task, tr, run.spec)
-            _check_warm_start(where, run, cfg)
+            _check_warm_start(where, run, table)
         for arm in exp["arms"]:
             _check_arm(where, exp, arm, rows)
         for i, c in enumerate(exp.get("contrasts", [])):
@@ -699,8 +578,8 @@ def semantic_checks(cfg: dict[str, Any]) -> None:
                     raise ConfigError(
                         f"{where}.contrasts[{i}].{side}: {c[side]!r} is not an arm of {name}"
                     )
-    _check_reference("zoo.reference", cfg["zoo"]["reference"], cfg)
-    _check_reference("bench.stream", cfg["bench"]["stream"], cfg)
+    _check_reference("zoo.reference", cfg["zoo"]["reference"], table)
+    _check_reference("bench.stream", cfg["bench"]["stream"], table)
     _check_resources(cfg)
 
 
@@ -712,34 +591,6 @@ def _check_resources(cfg: dict[str, Any]) -> None:
         check_config(cfg)
     except ResourceError as e:
         raise ConfigError(str(e)) from None
-
-
-def skip_unavailable(cfg: dict[str, Any]) -> None:
-    """Drop, in place, every arm whose cell cannot run here (an optional package is missing)
-    and every contrast that names one, recording each with its reason under the experiment's
-    ``skipped`` key, so its table can say what was not run and why."""
-    from arbench.cells import CELLS
-
-    for name, exp in cfg["experiments"].items():
-        skipped: dict[str, str] = {}
-        for arm, spec in list(exp["arms"].items()):
-            if "cell" not in spec:  # another model family: nothing optional to miss
-                continue
-            reason = CELLS[spec["cell"]].unavailable_reason()
-            if reason:
-                skipped[arm] = reason
-                del exp["arms"][arm]
-                ((exp.get("grid") or {}).get("arms") or {}).pop(arm, None)
-        if not skipped:
-            continue
-        if not exp["arms"]:
-            raise ConfigError(f"experiments.{name}.arms: none can run here: {skipped}")
-        # added to what the scale dropped (`scales.drop_arms`), if anything
-        record = exp.setdefault("skipped", {"arms": {}, "contrasts": []})
-        record["arms"].update(skipped)
-        dropped = [c for c in exp.get("contrasts", []) if c["a"] in skipped or c["b"] in skipped]
-        record["contrasts"] += dropped
-        exp["contrasts"] = [c for c in exp.get("contrasts", []) if c not in dropped]
 
 
 @functools.cache
@@ -763,13 +614,13 @@ def validate_recipes(cfg: dict[str, Any]) -> None:
         "properties": {k: root["properties"][k] for k in keys},
     }
     part = {k: cfg[k] for k in keys if k in cfg}
-    err = _schema_error(list(jsonschema.Draft202012Validator(schema).iter_errors(part)))
+    err = schema_error(list(jsonschema.Draft202012Validator(schema).iter_errors(part)))
     if err:
         raise err
 
 
 def validate(cfg: dict[str, Any]) -> None:
     """Schema-validate a raw config, naming the failing key path and allowed values."""
-    err = _schema_error(list(jsonschema.Draft202012Validator(_schema()).iter_errors(cfg)))
+    err = schema_error(list(jsonschema.Draft202012Validator(_schema()).iter_errors(cfg)))
     if err:
         raise err

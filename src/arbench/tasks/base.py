@@ -66,7 +66,7 @@ class Release(Protocol):
     """How a release-data task writes and checks its file set (see `Task.data`): the one
     statement of the contract, listing every member the workflow and the config use.
 
-    Callers: `arbench.config.validation` checks a ``releases.<name>`` block (`schema`, then
+    Callers: `arbench.config.releases` checks a ``releases.<name>`` block (`schema`, then
     `check`); `arbench.plan.Plan` plans the jobs (`splits`, `split_settings`,
     `validate_settings`, `runtime_minutes`, and `split_files`/`index_files` as output
     patterns); `arbench.run` does the work (`write_split`, `write_index`, `validate`), called
