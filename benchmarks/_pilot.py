@@ -16,7 +16,9 @@ sys.path.insert(0, str(ROOT / "src"))
 from arbench.evaluate.recall import accuracy  # noqa: E402
 from arbench.models import ModelConfig  # noqa: E402
 from arbench.tasks.base import Task  # noqa: E402
-from arbench.train.loop import TrainConfig, load_trained, train  # noqa: E402
+from arbench.train.loop import train  # noqa: E402
+from arbench.train.run_files import load_trained  # noqa: E402
+from arbench.train.settings import TrainConfig  # noqa: E402
 
 HELD_OUT = 500
 

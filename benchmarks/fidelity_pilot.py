@@ -30,7 +30,9 @@ from arbench.evaluate.recall import accuracy  # noqa: E402
 from arbench.experiment import run_of  # noqa: E402
 from arbench.models import ModelConfig  # noqa: E402
 from arbench.tasks import build_task  # noqa: E402
-from arbench.train.loop import TrainConfig, load_trained, train  # noqa: E402
+from arbench.train.loop import train  # noqa: E402
+from arbench.train.run_files import load_trained  # noqa: E402
+from arbench.train.settings import TrainConfig  # noqa: E402
 
 
 def pilot(spec: dict[str, Any], eval_examples: int, threads: int) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from _pilot import train_and_score  # puts src/ on sys.path
 
 from arbench.models import ModelConfig
 from arbench.tasks import build_task
-from arbench.train.loop import TrainConfig
+from arbench.train.settings import TrainConfig
 
 
 def _delta(d_model: int, side: int) -> dict[str, Any]:

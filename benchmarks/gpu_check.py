@@ -62,7 +62,8 @@ from arbench.evaluate.streaming import stream_tokens  # noqa: E402
 from arbench.io import atomic_write_json  # noqa: E402
 from arbench.models import ModelConfig, build_model  # noqa: E402
 from arbench.tasks import build_task  # noqa: E402
-from arbench.train.loop import TrainConfig, train  # noqa: E402
+from arbench.train.loop import train  # noqa: E402
+from arbench.train.settings import TrainConfig  # noqa: E402
 
 SCHEMA = "arbench.gpu_check/1"
 BUDGET_S = 420.0  # 7 min from process start: under 8 min with CUDA start-up and the write

@@ -11,7 +11,7 @@ fit is skipped, saying so, and the JSON is always written:
    squared scores) against the plain reference, in fp32 with TF32 off: max abs error of
    outputs and of the q, k, v gradients, pass/fail;
 2. training: a few optimiser steps at each rung of the run's load schedule, the batch the
-   run's token budget gives (`arbench.train.loop.batch_size`), through the loop's loss,
+   run's token budget gives (`arbench.train.settings.batch_size`), through the loop's loss,
    optimizer, clipping and the model's training tile: steps/s, tokens/s and peak memory per
    rung beside `arbench.models.kvbench_memory.train_step_bytes`;
 3. sweep: the long-context evaluator (`arbench.tasks.kvbench.sweep`: one mutant and one
@@ -54,7 +54,8 @@ from arbench.models.kvbench import TRAIN_TILE  # noqa: E402
 from arbench.models.kvbench_memory import eval_bytes, train_step_bytes  # noqa: E402
 from arbench.tasks.base import Signal, config_of  # noqa: E402
 from arbench.tasks.kvbench import KVBenchTask, KVConfig, peak_memory_mib, sweep  # noqa: E402
-from arbench.train.loop import TrainConfig, batch_size, make_optimizer, train_step  # noqa: E402
+from arbench.train.settings import TrainConfig, batch_size  # noqa: E402
+from arbench.train.step import make_optimizer, train_step  # noqa: E402
 
 EXPERIMENT = "kvbench_long"
 TOLERANCE = 1e-4  # fp32 attention over <= 2,048 keys: rounding is ~1e-6

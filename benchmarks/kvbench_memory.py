@@ -8,7 +8,7 @@ work touched at its peak, allocator slack included), beside
 
 * ``train``: one training step of the long-context run (`kvbench_long`'s hybrid_square
   layout, reduced width) at one rung of its load schedule: the batch its token budget gives
-  at that length, the loop's own step (`arbench.train.loop.train_step`: loss, backward,
+  at that length, the loop's own step (`arbench.train.step.train_step`: loss, backward,
   gradient clipping, the loop's AdamW), against `train_step_bytes`;
 * ``eval``: one sequence through the pipeline's evaluator (`arbench.evaluate.recall.predict`
   with the sweep's ``tile`` and ``chunk``), against `eval_bytes`, with the bytes per token
@@ -114,7 +114,8 @@ def measure_train(seq_len: int, width: dict[str, int]) -> dict[str, Any]:
     from arbench.models.kvbench_memory import step_flops, train_step_bytes
     from arbench.tasks.base import Signal, config_of
     from arbench.tasks.kvbench import KVBenchTask, KVConfig
-    from arbench.train.loop import TrainConfig, batch_size, make_optimizer, train_step
+    from arbench.train.settings import TrainConfig, batch_size
+    from arbench.train.step import make_optimizer, train_step
 
     torch.set_num_threads(1)
     run = _long_run()

@@ -30,7 +30,7 @@ from arbench.plan import Plan  # noqa: E402
 from arbench.run import train_run  # noqa: E402
 from arbench.tasks import build_task  # noqa: E402
 from arbench.tasks.kvbench import sweep  # noqa: E402
-from arbench.train.loop import load_trained  # noqa: E402
+from arbench.train.run_files import load_trained  # noqa: E402
 
 NS = (8, 16, 32, 64)
 

@@ -32,7 +32,8 @@ from arbench.models import ModelConfig  # noqa: E402
 from arbench.models.lm import build_model  # noqa: E402
 from arbench.plan import Plan  # noqa: E402
 from arbench.tasks import build_task  # noqa: E402
-from arbench.train.loop import TrainConfig, make_optimizer, train_step  # noqa: E402
+from arbench.train.settings import TrainConfig  # noqa: E402
+from arbench.train.step import make_optimizer, train_step  # noqa: E402
 
 
 def seconds_per_step(

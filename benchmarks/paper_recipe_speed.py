@@ -35,7 +35,8 @@ from arbench import config as arbench_config  # noqa: E402
 from arbench.experiment import runs_of  # noqa: E402
 from arbench.models import families  # noqa: E402
 from arbench.tasks.base import build_task  # noqa: E402
-from arbench.train.loop import TrainConfig, make_optimizer, train_step  # noqa: E402
+from arbench.train.settings import TrainConfig  # noqa: E402
+from arbench.train.step import make_optimizer, train_step  # noqa: E402
 
 CPU = torch.device("cpu")
 

@@ -47,8 +47,9 @@ from arbench.tasks.passkey_swar.generator import (  # noqa: E402
     generate_seeds,
 )
 from arbench.tasks.passkey_swar.task import PasskeySwarTask  # noqa: E402
-from arbench.train.loop import TrainConfig, make_optimizer, masked_loss  # noqa: E402
 from arbench.train.schedule import lr_at  # noqa: E402
+from arbench.train.settings import TrainConfig  # noqa: E402
+from arbench.train.step import make_optimizer, masked_loss  # noqa: E402
 
 
 class DecayedLinearCell(AdditiveCell):

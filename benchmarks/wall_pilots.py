@@ -18,7 +18,7 @@ from _pilot import train_and_score  # puts src/ on sys.path
 
 from arbench.models import ModelConfig
 from arbench.tasks import build_task
-from arbench.train.loop import TrainConfig
+from arbench.train.settings import TrainConfig
 
 HAYSTACK = {"name": "haystack", "pairs": 4, "n_keys": 64, "n_values": 54, "seq_len": 64}
 RANK1 = {"cell": "delta_rule", "cell_options": {"conv": True, "heads": 1, "qk_bias": 1.0}}

@@ -14,7 +14,8 @@ from arbench.io import sha256_file
 from arbench.models import families
 from arbench.report.experiment import with_training
 from arbench.tasks import build_task
-from arbench.train.loop import TrainConfig, train
+from arbench.train.loop import train
+from arbench.train.settings import TrainConfig
 
 TASK = {"name": "kvbench", "n": 8, "key_digits": 7, "value_digits": 3, "mutant_j": 7}
 MODEL = {"family": "kvbench", "d_model": 16, "layers": 2, "heads": 2, "kv_heads": 2,

@@ -6,7 +6,7 @@ points here): a package may import its own modules and those of lower layers onl
 from __future__ import annotations
 
 import ast
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
@@ -29,6 +29,17 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("report",),
     ("plan",),
 )
+# the same inside a package, for the packages split along their seams: each line a layer of
+# the package's modules, lowest first; a module may import modules of lower layers only
+PACKAGE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "train": (
+        ("hooks", "schedule", "adamw"),  # the hook interface, the lr schedule, the optimiser
+        ("curriculum", "load_schedule", "spread"),  # the features, each a hook
+        ("settings", "run_files"),  # the train block; a run's identity and files
+        ("step",),  # one optimiser step
+        ("loop",),  # the loop
+    ),
+}
 
 
 def module_names(src: Path = SRC) -> dict[str, Path]:
@@ -126,19 +137,22 @@ def _unit(module: str) -> str:
 
 
 def upward_imports(
-    graph: Mapping[str, set[str]], layers: tuple[tuple[str, ...], ...] = LAYERS
+    graph: Mapping[str, set[str]],
+    layers: tuple[tuple[str, ...], ...] = LAYERS,
+    unit_of: Callable[[str], str] = _unit,
 ) -> list[str]:
-    """Each import of a unit from a unit of the same or a higher layer (other than itself),
-    as "a.b -> c.d (layer i imports layer j)"; a unit missing from ``layers`` is one too."""
+    """Each import of a unit (``unit_of`` a module) from a unit of the same or a higher layer
+    (other than itself), as "a.b -> c.d (layer i imports layer j)"; a unit missing from
+    ``layers`` is one too."""
     level = {unit: i for i, layer in enumerate(layers) for unit in layer}
     out = []
     for module in sorted(graph):
-        unit = _unit(module)
+        unit = unit_of(module)
         if unit not in level:
             out.append(f"{module}: {unit} is in no layer")
             continue
         for target in sorted(graph[module]):
-            other = _unit(target)
+            other = unit_of(target)
             if other != unit and level.get(other, len(layers)) >= level[unit]:
                 out.append(
                     f"{module} -> {target} (layer {level[unit]} imports "
@@ -160,6 +174,26 @@ def test_every_layered_unit_exists() -> None:
     listed = [u for layer in LAYERS for u in layer]
     assert len(listed) == len(set(listed)), "a unit listed in two layers"
     assert set(listed) == units
+
+
+def _inside(graph: Mapping[str, set[str]], package: str) -> dict[str, set[str]]:
+    """The imports between the modules of ``package`` (the package itself left out)."""
+    prefix = f"arbench.{package}."
+    return {
+        m: {t for t in targets if t.startswith(prefix)}
+        for m, targets in graph.items()
+        if m.startswith(prefix)
+    }
+
+
+@pytest.mark.parametrize("package", sorted(PACKAGE_LAYERS))
+def test_no_module_of_a_split_package_imports_one_of_its_layer_or_above(package: str) -> None:
+    inside = _inside(import_graph(module_names()), package)
+    layers = PACKAGE_LAYERS[package]
+    listed = [m for layer in layers for m in layer]
+    assert len(listed) == len(set(listed)), "a module listed in two layers"
+    assert set(listed) == {m.rpartition(".")[2] for m in inside}
+    assert upward_imports(inside, layers, lambda m: m.rpartition(".")[2]) == []
 
 
 @pytest.fixture

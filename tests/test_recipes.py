@@ -61,7 +61,8 @@ def test_the_recipe_is_part_of_the_run_identity() -> None:
 
 
 def test_the_fingerprint_names_the_recipe() -> None:
-    from arbench.train.loop import TrainConfig, fingerprint, run_settings
+    from arbench.train.run_files import fingerprint, run_settings
+    from arbench.train.settings import TrainConfig
 
     train = config.resolve(copy.deepcopy(RAW))["experiments"]["paper_mqar"]["train"]
     ours = TrainConfig.from_dict(train)

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from arbench import run
+from arbench.mismatch import SettingsMismatch
 from arbench.tasks import IGNORE
 from arbench.tasks.base import load_eval_set, save_eval_set
-from arbench.train.loop import SettingsMismatch, load_model_file
+from arbench.train.run_files import load_model_file
 
 TASK = {"name": "mqar", "pairs": 4, "n_keys": 8, "n_values": 8}
 MODEL = {"d_model": 16, "layers": 1, "mlp_ratio": 2, "cell": "delta_rule", "cell_options": {}}

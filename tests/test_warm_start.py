@@ -21,7 +21,7 @@ from arbench.experiment import RunTable
 from arbench.models.vocab_extension import extend_vocabulary
 from arbench.plan import Plan
 from arbench.run import train_run
-from arbench.train.loop import load_model_file
+from arbench.train.run_files import load_model_file
 
 ROOT = Path(__file__).resolve().parents[1]
 RAW = yaml.safe_load((ROOT / "config.yaml").read_text())
@@ -168,7 +168,8 @@ def test_a_warm_started_run_resumes_from_its_own_checkpoint(tmp_path: Path) -> N
     from arbench.models import families
     from arbench.run import warm_start_weights
     from arbench.tasks import build_task
-    from arbench.train.loop import TrainConfig, train
+    from arbench.train.loop import train
+    from arbench.train.settings import TrainConfig
 
     torch.set_num_threads(1)
     train_run(TASK, MODEL, TRAIN, 0, tmp_path / "base")
@@ -215,7 +216,8 @@ def test_a_run_without_a_warm_start_keeps_its_fingerprint() -> None:
     """Adding the option left every other run's fingerprint as it was recorded before."""
     from dataclasses import asdict
 
-    from arbench.train.loop import TrainConfig, fingerprint, run_settings
+    from arbench.train.run_files import fingerprint, run_settings
+    from arbench.train.settings import TrainConfig
 
     cfg = asdict(TrainConfig.from_dict(TRAIN))
     assert cfg["warm_start"] is None
@@ -232,7 +234,7 @@ def test_a_run_without_a_warm_start_keeps_its_fingerprint() -> None:
 def test_a_corrupt_base_model_is_one_line_naming_it_and_what_to_do(tmp_path: Path) -> None:
     """A truncated base model.pt (torch says EOFError or a zip error, naming no file) is one
     line naming the base's file and how to retrain it."""
-    from arbench.train.loop import UnreadableFile
+    from arbench.train.run_files import UnreadableFile
 
     torch.set_num_threads(1)
     train_run(TASK, MODEL, TRAIN, 0, tmp_path / "base")

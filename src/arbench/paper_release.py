@@ -54,7 +54,7 @@ FIELDS: dict[str, tuple[type, ...]] = {
     "seed": (int,),
     "scale": (str,),
     "scores": (dict,),  # the eval JSON's scores, verbatim
-    "fingerprint": (str,),  # final.json's: the hash of the run's settings (train.loop)
+    "fingerprint": (str,),  # final.json's: the hash of the run's settings (train.run_files)
     "identity": (str,),  # sha256[:16] of the run table's identity of the row
     "model_sha256": (str,),
     "trained_as": (dict,),  # {experiment, arm}: the shared run's owner, whose folder holds it
@@ -319,14 +319,15 @@ SettingsCheck = Callable[[Run, int, Mapping[str, Any]], str | None]
 
 
 def expected_settings(row: Run, seed: int, final: Mapping[str, Any]) -> dict[str, Any]:
-    """The settings (`arbench.train.loop.run_settings`) the training job of ``row`` at
+    """The settings (`arbench.train.run_files.run_settings`) the training job of ``row`` at
     ``seed`` gives its run, built as `arbench.run.train_run` builds them (a warm start's base
     fingerprint taken from the record): what the run's own final.json must match."""
     from dataclasses import asdict
 
     from arbench.models import families
     from arbench.tasks import build_task
-    from arbench.train.loop import TrainConfig, run_settings
+    from arbench.train.run_files import run_settings
+    from arbench.train.settings import TrainConfig
 
     adapter = build_task(row.task)
     positions = getattr(adapter, "positions", lambda: None)()
@@ -342,7 +343,7 @@ def expected_settings(row: Run, seed: int, final: Mapping[str, Any]) -> dict[str
 def settings_check(row: Run, seed: int, final: Mapping[str, Any]) -> str | None:
     """Why a run's final.json is not the run ``row`` plans at ``seed`` (None: it is)."""
     from arbench.mismatch import differences
-    from arbench.train.loop import fingerprint, record_settings
+    from arbench.train.run_files import fingerprint, record_settings
 
     ours = expected_settings(row, seed, final)
     if fingerprint(ours) == final["fingerprint"]:

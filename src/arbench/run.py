@@ -59,7 +59,8 @@ def train_run(
     the record.
     """
     from arbench.models import families  # torch: imported by the jobs that train, only
-    from arbench.train.loop import TrainConfig, train
+    from arbench.train.loop import train
+    from arbench.train.settings import TrainConfig
 
     adapter = build_task(task, data_dir)
     positions = getattr(adapter, "positions", lambda: None)()  # sizes learned positions
@@ -108,7 +109,7 @@ def warm_start_weights(
     import torch
 
     from arbench.models.vocab_extension import extend_vocabulary
-    from arbench.train.loop import load_model_file, model_identity
+    from arbench.train.run_files import load_model_file, model_identity
 
     blob = load_model_file(base_model)
     base = dict(blob["settings"]["model"])
@@ -158,7 +159,7 @@ def evaluate_run(
     """
     from arbench.device import resolve_device
     from arbench.models import families  # torch: imported by the jobs that score, only
-    from arbench.train.loop import load_trained, record_settings
+    from arbench.train.run_files import load_trained, record_settings
 
     final_path = Path(run_dir) / FINAL
     final = read_json(final_path)

@@ -338,7 +338,7 @@ def test_hidden_at_equals_the_full_pass_for_full_attention(layers: int, block: s
 def test_an_unset_block_leaves_the_runs_identity_as_it_was() -> None:
     """``block`` came after runs were recorded without it: unset (None) it is no part of a
     run's settings, so their fingerprints and model files still match; set, it is."""
-    from arbench.train.loop import fingerprint, run_settings
+    from arbench.train.run_files import fingerprint, run_settings
 
     before = {k: v for k, v in asdict(_cfg()).items() if k != "block"}
     assert run_settings(asdict(_cfg()), {}, {}, 0) == run_settings(before, {}, {}, 0)

@@ -14,7 +14,9 @@ from arbench.models import families
 from arbench.models.kvbench import KVModelConfig
 from arbench.models.lm import ModelConfig
 from arbench.tasks import build_task
-from arbench.train.loop import TrainConfig, load_model_file, train
+from arbench.train.loop import train
+from arbench.train.run_files import load_model_file
+from arbench.train.settings import TrainConfig
 
 TASK = {"name": "kvbench", "n": 2}
 MODEL = {"family": "kvbench", "variant": "hybrid_square", "d_model": 16, "layers": 2,

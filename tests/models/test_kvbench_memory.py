@@ -19,7 +19,7 @@ from arbench.models.kvbench_memory import (
 )
 from arbench.tasks.base import IGNORE, Signal
 from arbench.tasks.kvbench import KVBenchTask, KVConfig
-from arbench.train.loop import masked_loss
+from arbench.train.step import masked_loss
 
 GPU_BYTES = 141 * 10**9
 PAPER = KVModelConfig(variant="hybrid_square", d_model=256, layers=16, heads=4, kv_heads=4,

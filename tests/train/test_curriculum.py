@@ -12,7 +12,8 @@ from arbench.models import ModelConfig
 from arbench.tasks import build_task
 from arbench.tasks.base import Signal
 from arbench.train.curriculum import Curriculum, CurriculumConfig
-from arbench.train.loop import TrainConfig, check_signals, train
+from arbench.train.loop import train
+from arbench.train.settings import TrainConfig, check_signals
 
 
 def test_linear_ramp_reaches_the_full_gap_at_until() -> None:

@@ -19,7 +19,8 @@ from arbench.train import loop
 from arbench.train.curriculum import CurriculumHook
 from arbench.train.hooks import DenseHook, TrainHook
 from arbench.train.load_schedule import LoadHook
-from arbench.train.loop import HOOKS, TrainConfig, train
+from arbench.train.loop import HOOKS, train
+from arbench.train.settings import TrainConfig
 from arbench.train.spread import SpreadHook
 
 TASK = {"name": "mqar", "pairs": 4, "n_keys": 8, "n_values": 8}

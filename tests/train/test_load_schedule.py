@@ -14,7 +14,8 @@ from arbench.models.kvbench import KVModelConfig
 from arbench.tasks.base import Signal
 from arbench.tasks.kvbench import KVBenchTask, KVConfig
 from arbench.train.load_schedule import LoadConfig, LoadSchedule
-from arbench.train.loop import TrainConfig, check_signals, train
+from arbench.train.loop import train
+from arbench.train.settings import TrainConfig, check_signals
 
 
 def test_time_based_rungs_end_at_their_fractions() -> None:
@@ -233,7 +234,7 @@ def test_runs_without_a_budget_or_an_early_stop_keep_their_fingerprints() -> Non
     recorded before they existed keep their fingerprints; set, they change it."""
     from dataclasses import asdict
 
-    from arbench.train.loop import fingerprint, run_settings
+    from arbench.train.run_files import fingerprint, run_settings
 
     load = {"values": [2, 4], "threshold": 0.9, "every": 5}
     cfg = asdict(TrainConfig.from_dict({"load": load}))

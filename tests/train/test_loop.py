@@ -19,17 +19,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from arbench.mismatch import SettingsMismatch
 from arbench.models import ModelConfig, families
 from arbench.tasks import build_task
-from arbench.train.loop import (
-    SettingsMismatch,
-    TrainConfig,
-    UnreadableFile,
-    load_model_file,
-    load_trained,
-    run_settings,
-    train,
-)
+from arbench.train.loop import train
+from arbench.train.run_files import UnreadableFile, load_model_file, load_trained, run_settings
+from arbench.train.settings import TrainConfig
 
 TASK = {"name": "mqar", "pairs": 4, "n_keys": 8, "n_values": 8}
 MODEL = {"d_model": 16, "layers": 2, "cell": "delta_rule", "cell_options": {"conv": True}}

@@ -9,7 +9,8 @@ import torch
 from arbench.models import ModelConfig, families
 from arbench.tasks import build_task
 from arbench.tasks.base import Signal
-from arbench.train.loop import TrainConfig, forward_backward, micro_batches
+from arbench.train.settings import TrainConfig
+from arbench.train.step import forward_backward, micro_batches
 
 TASK = {"name": "mqar", "pairs": 8, "n_keys": 16, "n_values": 16, "seq_len": 0, "answer": "key"}
 KV_TASK = {"name": "kvbench", "n": 8, "key_digits": 7, "value_digits": 3, "mutant_j": 7}

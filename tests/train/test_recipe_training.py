@@ -12,7 +12,9 @@ import torch
 from arbench.models import families
 from arbench.tasks import build_task
 from arbench.tasks.base import IGNORE
-from arbench.train.loop import TrainConfig, make_optimizer, masked_loss, train
+from arbench.train.loop import train
+from arbench.train.settings import TrainConfig
+from arbench.train.step import make_optimizer, masked_loss
 
 MODEL = {
     "family": "denoiser",

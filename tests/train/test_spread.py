@@ -15,7 +15,9 @@ from arbench.kernels.lattice import spread_loss
 from arbench.models import ModelConfig, build_model
 from arbench.tasks import build_task
 from arbench.tasks.base import Batch
-from arbench.train.loop import TrainConfig, load_model_file, masked_loss, train
+from arbench.train.loop import train
+from arbench.train.run_files import load_model_file
+from arbench.train.settings import TrainConfig
 from arbench.train.spread import (
     AddressTap,
     SpreadConfig,
@@ -23,6 +25,7 @@ from arbench.train.spread import (
     lattice_layers,
     regularised,
 )
+from arbench.train.step import masked_loss
 
 TASK = {"name": "lattice_recall", "pairs": 6, "n_keys": 16, "n_values": 16, "filler": 1}
 CELL = {"heads": 2, "d_v": 4, "addr_scale": 1.5, "conv_size": 2}

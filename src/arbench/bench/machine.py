@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from arbench.cpu_memory import retaining_freed_memory
-from arbench.train.loop import versions
+from arbench.train.run_files import versions
 
 
 def machine_info() -> dict[str, Any]:

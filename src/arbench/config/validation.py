@@ -400,7 +400,7 @@ def _check_run_blocks(
 def _check_signals(where: str, task: Any, train: dict[str, Any]) -> None:
     """A run arm's training-signal options (curriculum, dense) are well formed and honoured
     by its (built) task."""
-    from arbench.train.loop import TrainConfig, check_signals
+    from arbench.train.settings import TrainConfig, check_signals
 
     try:
         check_signals(task, TrainConfig.from_dict(train))

@@ -55,7 +55,7 @@ class DenoiserConfig:
     fills it from `Task.positions` when the settings leave it out); ``timestep`` is the fixed
     t whose features feed the constant input offset (None: no such input), or under
     ``block: adaln_zero`` every block's condition. ``block`` None is the pre-norm block; it is
-    left out of a run's identity while None (`arbench.train.loop.run_settings`), so the runs
+    left out of a run's identity while None (`arbench.train.run_files.run_settings`), so the runs
     recorded before the field existed keep their fingerprints.
     """
 

@@ -64,7 +64,7 @@ def _eval_settings(run: Run) -> dict[str, Any]:
 def train_shape(run: Run) -> Shape:
     """Rows, length and answers of one training step of ``run`` at its longest row:
     ``train.batch`` rows, or under ``train.tokens_per_step`` that budget's worth of the row
-    (at least one, at most ``batch``: `arbench.train.loop.batch_size`)."""
+    (at least one, at most ``batch``: `arbench.train.settings.batch_size`)."""
     length, supervised = _shape_of(run, "train", run.train)
     budget, rows = run.train.get("tokens_per_step"), int(run.train["batch"])
     if budget:

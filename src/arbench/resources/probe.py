@@ -68,7 +68,7 @@ def measure(
 
     from arbench.models import families
     from arbench.models.dropout import drawing_from, row_generators
-    from arbench.train.loop import masked_loss
+    from arbench.train.step import masked_loss
 
     cfg = families.model_config(model, vocab, positions=positions)
     net = families.build(cfg, 0)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -60,7 +60,8 @@ class SpreadConfig:
     def from_dict(cls, d: dict[str, Any]) -> SpreadConfig:
         if not isinstance(d, dict):
             raise ValueError(f"train.spread must be a mapping {{weight, subsample}}, got {d!r}")
-        if not set(d) - {"weight", "subsample"} and "weight" not in d:
+        # a key the dataclass has no field for is settings_block's error, named before this one
+        if "weight" not in d and set(d) <= {f.name for f in fields(cls)}:
             raise ValueError("train.spread needs a weight")
         return settings_block(cls, d, "train.spread")
 
