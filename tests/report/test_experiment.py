@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from arbench.experiment import runs_of
 from arbench.report.experiment import experiment_stats
 
 
@@ -60,6 +61,25 @@ def test_grid_stats_give_every_value_its_floors_contrasts_and_rebinding(
     assert stats["rebinding"]
     assert armed["rebinding"]["mean"] == pytest.approx(armed["mean"] - 0.01)
     assert "tuned" not in g
+
+
+def test_every_run_arm_carries_its_rows_arm_and_value(
+    grid_experiment, grid_evals, bars_experiment, bars_evals
+) -> None:
+    """Each entry of ``arms`` names the arm it came from and its grid value (None without a
+    grid), as the experiment's rows give them."""
+    stats = experiment_stats("g", grid_experiment, grid_evals, "demo", "grid")
+    rows = runs_of("g", grid_experiment)
+    assert {n: (a["arm"], a["value"]) for n, a in stats["arms"].items()} == {
+        r.name: (r.arm, r.value) for r in rows
+    }
+    assert stats["arms"]["plain-pairs4"]["arm"] == "plain"
+    assert stats["arms"]["plain-pairs4"]["value"] == 4
+    bars = experiment_stats("x", bars_experiment, bars_evals, "demo", "bars")
+    assert {n: (a["arm"], a["value"]) for n, a in bars["arms"].items()} == {
+        "armed": ("armed", None),
+        "plain": ("plain", None),
+    }
 
 
 def test_a_tuned_grid_reports_each_arm_at_its_best_value(

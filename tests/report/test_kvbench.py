@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from arbench.experiment import runs_of
 from arbench.report.experiment import experiment_stats
 from arbench.report.kvbench import spearman, summary
 from arbench.report.layouts import layout_of
@@ -74,7 +75,9 @@ def _evals() -> list[dict]:
 
 
 def test_summary_averages_seeds_and_ranks_at_the_largest_common_length() -> None:
-    kv = summary(EXP, _evals(), {("a", 0): [{"step": 5, "load": 2}, {"step": 10, "load": 8}]})
+    kv = summary(
+        runs_of("kv", EXP), _evals(), {("a", 0): [{"step": 5, "load": 2}, {"step": 10, "load": 8}]}
+    )
     assert kv["configs"] == ["n8", "n16", "n32"]
     assert kv["table"]["b"]["n16"]["mean"] == pytest.approx(0.89)
     assert kv["table"]["b"]["n16"]["n"] == 2
@@ -91,8 +94,24 @@ def test_ties_share_their_mean_rank() -> None:
     evals = [e for e in _evals() if e["arm"] != "c"]
     for e in evals:
         e["scores"]["per_config"]["n32"]["accuracy"] = 0.5
-    kv = summary(EXP, evals)
+    kv = summary(runs_of("kv", EXP), evals)
     assert kv["ranked_at"] == "n32" and kv["ranks"] == {"a": 1.5, "b": 1.5}
+
+
+def test_a_grid_summary_lists_the_run_arms_of_its_rows() -> None:
+    """The summary's arms are the rows' run arms (an arm at each grid value), not the
+    config's arm names."""
+    grid = {**EXP, "grid": {"key": "train.lr", "values": [1e-3, 2e-3]}}
+    rows = runs_of("kv", grid)
+    evals = []
+    for row in rows:
+        for ev in _evals():
+            if ev["arm"] == row.arm:
+                evals.append({**ev, "arm": row.name})
+    kv = summary(rows, evals)
+    assert kv["arms"] == [r.name for r in rows]
+    assert kv["arms"][:2] == ["a-lr0.001", "a-lr0.002"]
+    assert kv["table"]["b-lr0.002"]["n16"]["mean"] == pytest.approx(0.89)
 
 
 def test_spearman_agrees_and_disagrees() -> None:

@@ -16,15 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from arbench.experiment import (
-    BLOCKS,
-    Run,
-    grid_default,
-    grid_values,
-    run_arm_name,
-    runs_of,
-    value_label,
-)
+from arbench.experiment import BLOCKS, Run, grid_default, runs_of, value_label
 from arbench.report import chance, frontier, kvbench
 from arbench.report.chance import CHANCE_FACTOR, NO_BINDING_FACTOR
 from arbench.report.layouts import layout_of
@@ -61,6 +53,9 @@ def experiment_stats(
     """Per-run-arm summaries, single-knob contrasts (at every grid value) and floors.
 
     ``evals`` are the runs' eval JSONs, each with its training's wall time (`with_training`).
+    The rows are built once here (`runs_of`): each run arm's summary carries its row's
+    ``arm`` and grid ``value`` (None without a grid), which the contrasts and the grid view
+    read (`run_arms_of`), as the claims do, instead of a run arm's name.
 
     Run arms keep the config's order. ``layout`` (the task's declaration, "grid" for an
     experiment with a grid, or the experiment's own) says how the table and figure render; a
@@ -108,11 +103,12 @@ def experiment_stats(
     grid = exp.get("grid")
     values = grid["values"] if grid else [None]
     # at every grid value both arms run at (a grid's ``arms`` may run an arm at fewer)
+    point = run_arms_of(arms)
     contrasts = [
-        _contrast(c, arms, exp, value, value, threshold, 1000 + len(values) * i + j)
+        _contrast(c, arms, value, value, threshold, 1000 + len(values) * i + j)
         for i, c in enumerate(exp.get("contrasts", []))
         for j, value in enumerate(values)
-        if run_arm_name(exp, c["a"], value) in arms and run_arm_name(exp, c["b"], value) in arms
+        if (c["a"], value) in point and (c["b"], value) in point
     ]
     params = [v["n_parameters"] for v in arms.values()]
     states = sorted({v["state_size_per_layer"] for v in arms.values()})
@@ -185,7 +181,7 @@ def _frontier_section(s: SectionInputs) -> dict[str, Any]:
 SECTIONS: dict[str, Callable[[SectionInputs], Any]] = {
     "grid": lambda s: _grid(s.exp, s.arms, s.floors_of, s.threshold),  # per arm and value
     "sweep": lambda s: _sweep(s.exp, s.evals),  # per arm, evaluation length and answer type
-    "kvbench": lambda s: kvbench.summary(s.exp, s.evals, s.curves),  # per arm and length
+    "kvbench": lambda s: kvbench.summary(s.rows, s.evals, s.curves),  # per arm and length
     "frontier": _frontier_section,  # crossings per cell
 }
 
@@ -196,6 +192,12 @@ def sections_of(layout: str, exp: dict[str, Any]) -> tuple[str, ...]:
     (whatever its layout), then the others its layout reads (`Layout.sections`)."""
     own = tuple(s for s in layout_of(layout).sections if s != "grid")
     return (("grid",) if exp.get("grid") else ()) + own
+
+
+def run_arms_of(arms: dict[str, Any]) -> dict[tuple[str, Any], str]:
+    """Each (arm, grid value) of a stats' run-arm summaries (their ``arm`` and ``value``
+    fields, from the rows) -> its run arm, so no contrast or grid view re-derives a name."""
+    return {(a["arm"], a["value"]): name for name, a in arms.items()}
 
 
 def shared_settings(specs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -310,7 +312,6 @@ def _rebinding_floor_test(
 def _contrast(
     c: dict[str, Any],
     arms: dict[str, Any],
-    exp: dict[str, Any],
     value_a: Any,
     value_b: Any,
     threshold: float,
@@ -318,8 +319,9 @@ def _contrast(
 ) -> dict[str, Any]:
     """One contrast a - b, arm a at grid value ``value_a`` and b at ``value_b`` (None without
     a grid); ``value`` is a's."""
-    a = arms[run_arm_name(exp, c["a"], value_a)]
-    b = arms[run_arm_name(exp, c["b"], value_b)]
+    point = run_arms_of(arms)
+    a = arms[point[(c["a"], value_a)]]
+    b = arms[point[(c["b"], value_b)]]
     return {
         **c,
         "value": value_a,
@@ -347,11 +349,10 @@ def _grid(
     grid each arm's best value with the contrasts at best and at the shared default."""
     grid = exp["grid"]
     values = grid["values"]
-    # each arm's run arm at each value it runs at (`grid_values`: a value it skips is absent)
-    table = {
-        arm: {value_label(v): run_arm_name(exp, arm, v) for v in grid_values(exp, arm)}
-        for arm in exp["arms"]
-    }
+    # each arm's run arm at each value it runs at (its rows: a value it skips is absent)
+    table: dict[str, dict[str, str]] = {arm: {} for arm in exp["arms"]}
+    for name, a in arms.items():
+        table[a["arm"]][value_label(a["value"])] = name
     out: dict[str, Any] = {
         "key": grid["key"],
         "leaf": grid["key"].split(".")[-1],
@@ -368,15 +369,16 @@ def _grid(
     }
     if grid.get("tune"):
         default = grid_default(exp)
+        point = run_arms_of(arms)
         best = {
             arm: max(
-                grid_values(exp, arm),
-                key=lambda v, arm=arm: arms[run_arm_name(exp, arm, v)]["mean"],
+                (v for a, v in point if a == arm),
+                key=lambda v, arm=arm: arms[point[(arm, v)]]["mean"],
             )
             for arm in exp["arms"]
         }
         contrasts = [
-            _contrast(c, arms, exp, best[c["a"]], best[c["b"]], threshold, 5000 + i)
+            _contrast(c, arms, best[c["a"]], best[c["b"]], threshold, 5000 + i)
             for i, c in enumerate(exp.get("contrasts", []))
         ]
         out["tuned"] = {

@@ -9,10 +9,13 @@ config's order, and each variant's rank at the largest length every variant reac
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
+
+from arbench.experiment import Run
 
 RATE_KEYS = ("tokens", "length", "tokens_per_s", "peak_mib", "peak_above_start_mib", "seconds")
 
@@ -42,7 +45,7 @@ def _cell(values: list[float]) -> dict[str, Any]:
 
 
 def summary(
-    exp: dict[str, Any],
+    rows: Sequence[Run],
     evals: list[dict[str, Any]],
     curves: dict[tuple[str, int], list[dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
@@ -53,15 +56,17 @@ def summary(
     the largest n every arm was evaluated at; and the memory growth of each arm's sweep
     (peak at the largest length over peak at the smallest, beside the length ratio). The
     training length is the largest load any run's metric lines record (an accuracy-gated
-    schedule climbs as far as training lets it), else the task's own n."""
+    schedule climbs as far as training lets it), else the task's own n. ``rows``: the
+    experiment's rows (`arbench.experiment.runs_of`): its run arms, in config order, and the
+    task each trains on (the first's gives the training length and entry width)."""
     from arbench.tasks.base import config_of
     from arbench.tasks.kvbench import KVConfig
 
-    cfg = config_of(KVConfig, exp["task"])
+    cfg = config_of(KVConfig, rows[0].task)
     by_arm: dict[str, list[dict[str, Any]]] = {}
     for ev in evals:
         by_arm.setdefault(ev["arm"], []).append(ev)
-    arms = [a for a in exp["arms"] if a in by_arm]
+    arms = [row.name for row in rows if row.name in by_arm]
     configs: list[str] = []
     table: dict[str, dict[str, dict[str, float]]] = {}
     kinds: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
