@@ -18,6 +18,7 @@ import yaml
 from arbench import config, experiment
 from arbench.plan import Plan
 from arbench.report import claims as C
+from arbench.report.experiment import experiment_stats
 
 ROOT = Path(__file__).resolve().parents[2]
 CLAIMS = ROOT / "claims.yaml"
@@ -431,6 +432,25 @@ def test_what_this_scale_does_not_run_is_not_run() -> None:
     for path, why in cases.items():
         r = verdict(p=None, statistic=path, rule="at_least", source_value=0.5)
         assert r.verdict == C.NOT_RUN and why in r.reason, (path, r.reason)
+
+
+def test_a_grid_run_arm_resolves_through_its_arm_and_value_fields(
+    tuned_experiment, tuned_evals
+) -> None:
+    """A grid's run arms are read by the ``arm`` and ``value`` fields the stats give each
+    (selectors, and the grid value a missing run arm's name carries), not by a pattern."""
+    stats = experiment_stats("t", tuned_experiment, tuned_evals, "demo", "grid")
+    at = {"p": None, "rule": "at_least", "source_value": 0.5}
+    r = verdict(stats, statistic="arms[arm=plain,value=0.004]/mean", **at)
+    assert r.values == [pytest.approx(stats["arms"]["plain-lr0.004"]["mean"])]
+    r = verdict(stats, statistic="arms/plain-lr0.008/mean", **at)
+    assert r.verdict == C.NOT_RUN
+    assert "lr = 0.008 not in this scale's grid (0.001, 0.002, 0.004)" in r.reason
+    bare = copy.deepcopy(stats)  # without the fields nothing names the value
+    for entry in bare["arms"].values():
+        del entry["arm"], entry["value"]
+    with pytest.raises(C.ClaimError, match="statistic path"):
+        verdict(bare, statistic="arms/plain-lr0.008/mean", **at)
 
 
 def test_a_wrong_path_is_an_error_naming_the_claim() -> None:

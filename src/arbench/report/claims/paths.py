@@ -157,6 +157,31 @@ def _grid_labels(stats: Mapping[str, Any]) -> tuple[str, list[Any], list[str]] |
     return grid.get("leaf", ""), list(grid["values"]), [str(v) for v in grid.get("labels", [])]
 
 
+def _grid_label_of(
+    stats: Mapping[str, Any], run_arm: str, values: list[Any], labels: list[str]
+) -> str | None:
+    """The grid value's label a run arm's name carries, as the stats' own run arms name
+    theirs: each summary's ``arm`` and ``value`` fields give the text its name puts between
+    the arm and the value's label (``-pairs``), and ``run_arm`` split at its last such text
+    gives the label (``delta-pairs64``: ``64``), so no pattern here re-spells the naming
+    rule (`arbench.experiment.run_arm_name`). None: no summary has a grid value, or
+    ``run_arm`` does not have that form."""
+    arms = stats.get("arms")
+    for name, entry in (arms if isinstance(arms, Mapping) else {}).items():
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("arm"), str):
+            continue
+        arm, value = entry["arm"], entry.get("value")
+        at = next((i for i, v in enumerate(values) if value is not None and _equal(v, value)), None)
+        if at is None or at >= len(labels):
+            continue
+        between = name[len(arm) : len(name) - len(labels[at])]
+        if not between or name != f"{arm}{between}{labels[at]}":
+            continue
+        head, found, tail = run_arm.rpartition(between)
+        return tail if found and head and tail else None
+    return None
+
+
 def scale_reason(stats: Mapping[str, Any], missing: Missing) -> str | None:
     """Why a path found nothing, when the reason is this scale's plan: an arm or contrast
     the stats list as skipped, a grid value not in this scale's grid, or an evaluation
@@ -183,10 +208,10 @@ def scale_reason(stats: Mapping[str, Any], missing: Missing) -> str | None:
         for k, v in step.fields:
             if k in ("value", "value_a", "value_b") and not any(_equal(v, g) for g in values):
                 return f"{leaf} = {v} not in this scale's grid ({', '.join(labels)})"
-        if step.kind == "key" and isinstance(step.key, str) and leaf:
-            m = re.fullmatch(rf"(.+)-{re.escape(leaf)}(.+)", step.key)
-            if m and m.group(2) not in labels:
-                return f"{leaf} = {m.group(2)} not in this scale's grid ({', '.join(labels)})"
+        if step.kind == "key" and isinstance(step.key, str):
+            label = _grid_label_of(stats, step.key, values, labels)
+            if label is not None and label not in labels:
+                return f"{leaf} = {label} not in this scale's grid ({', '.join(labels)})"
     if step.kind == "key" and isinstance(step.key, str) and re.fullmatch(r"n\d+", step.key):
         for block in stats.values():
             if isinstance(block, Mapping) and isinstance(block.get("configs"), list):
