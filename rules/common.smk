@@ -3,6 +3,7 @@
 # every other scale's under results/<scale>/ (arbench.plan), so scales never overwrite each
 # other. What a rule needs to know about a task (its data kind, its report layout) comes from
 # the task's own declaration, never from its name.
+import re
 import sys
 from pathlib import Path
 
@@ -63,10 +64,10 @@ def job_resource(kind, key):
 
 def one_of(names):
     """A wildcard regex matching exactly these names (and nothing when there are none)."""
-    return "|".join(names) if names else "(?!)"
+    return "|".join(map(re.escape, names)) if names else "(?!)"
 
 
 wildcard_constraints:
     experiment=one_of(EXPERIMENTS),
-    arm=r"[a-z0-9_]+(-[a-z_]+[0-9.e+-]+)?",
+    arm=one_of(PLAN.run_arms()),  # the run table's names: the rule lives in experiment.py
     seed=r"\d+",

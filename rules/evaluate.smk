@@ -31,7 +31,7 @@ rule evaluate:
         cpus_per_gpu=THREADS,
     params:
         task=lambda wc: PLAN.task_settings(wc.experiment, wc.arm),
-        examples=lambda wc: EXPERIMENTS[wc.experiment]["eval"]["examples"],
+        examples=lambda wc: PLAN.eval_examples(wc.experiment, wc.arm),
         options=lambda wc: PLAN.eval_options(wc.experiment, wc.arm),
         data=lambda wc: PLAN.data_dir(wc.experiment, wc.arm),
     script:

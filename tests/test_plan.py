@@ -89,6 +89,19 @@ def test_a_grid_over_a_task_setting_gives_each_value_its_own_dataset() -> None:
     assert plan.train_settings("lr_sweep", "delta-lr0.002")["steps"] == 4000
 
 
+def test_the_arm_wildcard_and_the_held_out_count_come_from_the_rows() -> None:
+    """The rules' ``arm`` wildcard is the table's run-arm names (no naming pattern in the
+    rules), and an evaluation scores its row's held-out count."""
+    plan = _plan("paper")
+    names = plan.run_arms()
+    assert names == sorted({run.name for run in plan.table})
+    assert {"delta", "delta-pairs16", "delta-lr0.002"} <= set(names)
+    assert "delta-pairs99" not in names
+    row = plan.run("lr_sweep", "delta-lr0.002")
+    assert plan.eval_examples("lr_sweep", "delta-lr0.002") == row.examples
+    assert row.examples == plan.experiments["lr_sweep"]["eval"]["examples"]
+
+
 def test_identical_runs_are_trained_once() -> None:
     plan = _plan("paper")
     factorial = "results/runs/factorial/delta/seed3"

@@ -237,6 +237,15 @@ class Plan:
     def eval_options(self, experiment: str, run_arm: str) -> dict[str, Any]:
         return self.run(experiment, run_arm).eval_options
 
+    def eval_examples(self, experiment: str, run_arm: str) -> int:
+        """How many held-out examples a run arm's evaluation scores (its row's)."""
+        return self.run(experiment, run_arm).examples
+
+    def run_arms(self) -> list[str]:
+        """Every run arm name the table holds, sorted: what the rules' ``arm`` wildcard may
+        be, so the naming rule (`arbench.experiment.run_arm_name`) lives in one place."""
+        return sorted({run.name for run in self.table})
+
     def train_minutes(self, experiment: str, run_arm: str) -> int:
         """Minutes a first submission asks a scheduler for: at paper scale the resource
         model's prediction on the declared device (`resource_estimate`), at most
