@@ -38,14 +38,14 @@ from arbench.train.settings import TrainConfig  # noqa: E402
 def pilot(spec: dict[str, Any], eval_examples: int, threads: int) -> dict[str, Any]:
     """Train the factorial's `delta` arm (paper scale) with ``spec``'s overrides (a null
     value restores a library default); held-out accuracy."""
-    exp = load(ROOT / "config.yaml")["experiments"]["factorial"]
-    task = build_task(exp["task"] | spec.get("task", {}))
-    model = run_of(exp, "delta").model
+    row = run_of(load(ROOT / "config.yaml")["experiments"]["factorial"], "delta", "factorial")
+    task = build_task(row.task | spec.get("task", {}))  # the row's blocks, arm's own included
+    model = dict(row.model)
     over = dict(spec.get("model", {}))
     model["cell_options"] = model["cell_options"] | over.pop("cell_options", {})
     model.update(over)
     model_cfg = ModelConfig(vocab_size=task.vocab_size, **model)
-    settings = exp["train"] | {"checkpoint_every": 10**9, "log_every": 250, "device": "cpu"}
+    settings = row.train | {"checkpoint_every": 10**9, "log_every": 250, "device": "cpu"}
     train_cfg = TrainConfig.from_dict(settings | spec.get("train", {}))
     seed = int(spec.get("seed", 0))
     t0 = time.perf_counter()
