@@ -165,7 +165,7 @@ def _grid_label_of(
     the arm and the value's label (``-pairs``), and ``run_arm`` split at its last such text
     gives the label (``delta-pairs64``: ``64``), so no pattern here re-spells the naming
     rule (`arbench.experiment.run_arm_name`). None: no summary has a grid value, or
-    ``run_arm`` does not have that form."""
+    ``run_arm`` has no summary's form."""
     arms = stats.get("arms")
     for name, entry in (arms if isinstance(arms, Mapping) else {}).items():
         if not isinstance(entry, Mapping) or not isinstance(entry.get("arm"), str):
@@ -178,7 +178,8 @@ def _grid_label_of(
         if not between or name != f"{arm}{between}{labels[at]}":
             continue
         head, found, tail = run_arm.rpartition(between)
-        return tail if found and head and tail else None
+        if found and head and tail:
+            return tail
     return None
 
 
