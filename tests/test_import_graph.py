@@ -16,8 +16,8 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 # lowest first: each line a layer, the packages (or top-level modules) of `arbench` in it
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("arbench", "io", "strict_yaml", "mismatch", "device", "cpu_memory", "batch", "stats"),
-    ("layout_names",),
-    ("references", "runtime", "kernels", "analysis", "experiment", "settings"),
+    ("layout_names", "experiment"),  # the layout names; the grammar and its naming rule
+    ("references", "runtime", "kernels", "analysis", "settings"),
     ("cells",),
     ("models",),
     ("evaluate",),

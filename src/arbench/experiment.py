@@ -53,7 +53,13 @@ def point_label(exp: Mapping[str, Any], value: Any) -> str:
 def run_arm_name(exp: Mapping[str, Any], arm: str, value: Any) -> str:
     """The run arm of ``arm`` at grid value ``value``: ``<arm>-<leaf><value>``, or the arm
     itself without a grid (value None)."""
-    return arm if value is None else f"{arm}-{point_label(exp, value)}"
+    return arm if value is None else labelled_run_arm(arm, point_label(exp, value))
+
+
+def labelled_run_arm(arm: str, label: str | None) -> str:
+    """The run arm of ``arm`` at the grid point labelled ``label`` (``pairs8``, ``lr0.003``),
+    or the arm itself for no label: the one place the run-arm naming rule is spelled."""
+    return f"{arm}-{label}" if label else arm
 
 
 def grid_values(exp: Mapping[str, Any], arm: str | None = None) -> list[Any]:

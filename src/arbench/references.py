@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from arbench import strict_yaml
+from arbench.experiment import labelled_run_arm
 
 # the per-seed score maps of a set that stats reads: held-out accuracy, and the rebinding
 # control where the source records one
@@ -120,7 +121,7 @@ def load_reference(path: str | Path, sets: str | list[dict[str, Any]]) -> dict[s
         )
         for block in (*SCORE_MAPS, "task_by_arm"):
             for arm, value in (entry.get(block) or {}).items():
-                name = f"{arm}-{at}" if at else arm
+                name = labelled_run_arm(arm, at)
                 if name in merged[block]:
                     raise ReferenceFileError(
                         f"{path}: set {entry['name']} gives {block} of {name!r}, which an "
