@@ -33,16 +33,15 @@ def _plan(scale: str) -> Plan:
 
 def test_each_warm_started_training_job_reads_its_bases_model_of_the_same_seed() -> None:
     plan = _plan("smoke")
-    for experiment in ("lattice_capacity", "lattice_forgetting"):
+    for experiment in ("lattice_capacity", "lattice_forgetting", "lattice_realtext"):
         for run in plan.table.of(experiment):
             base = run.train["warm_start"]
             assert base == {"experiment": "lattice_base", "arm": run.arm, "noise": 0.05}
             assert plan.warm_start_model(experiment, run.name, 0) == [
                 f"results/smoke/runs/lattice_base/{run.arm}/seed0/model.pt"
             ]
-    for experiment in ("lattice_base", "lattice_realtext"):
-        for run in plan.table.of(experiment):
-            assert plan.warm_start_model(experiment, run.name, 0) == []
+    for run in plan.table.of("lattice_base"):
+        assert plan.warm_start_model("lattice_base", run.name, 0) == []
 
 
 def test_an_arm_can_opt_out_and_train_from_scratch() -> None:
