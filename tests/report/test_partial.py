@@ -86,7 +86,7 @@ def test_arms_without_evaluations_are_skipped_with_their_seed_counts(exp) -> Non
     assert partial.partial_stats("x", exp, [], "bars")[0] is None
 
 
-def test_a_grid_value_no_arm_has_is_dropped_and_an_incomplete_arm_skipped(
+def test_a_grid_value_no_arm_has_is_dropped_and_an_incomplete_arm_kept_where_it_ran(
     grid_experiment,
 ) -> None:
     evals = [
@@ -96,8 +96,43 @@ def test_a_grid_value_no_arm_has_is_dropped_and_an_incomplete_arm_skipped(
     ]
     exp = {**grid_experiment, "grid": {"key": "task.pairs", "values": [2, 4, 8]}}
     block, _ = partial.partial_block("x", exp, evals)
-    assert block["grid"]["values"] == [2, 4] and list(block["arms"]) == ["armed"]
-    assert block["skipped"]["arms"] == {"plain": "plain-pairs4: 0 of 5 planned seeds present"}
+    assert block["grid"]["values"] == [2, 4] and list(block["arms"]) == ["armed", "plain"]
+    assert block["grid"]["arms"] == {"plain": [2]}
+    assert block["skipped"]["arms"] == {"plain-pairs4": "0 of 5 planned seeds present"}
+    stats, _ = partial.partial_stats("x", exp, evals, "grid")
+    assert stats["arms"]["plain-pairs2"]["n"] == 5 and "plain-pairs4" not in stats["arms"]
+    assert [c["value"] for c in stats["contrasts"]] == [2]
+    lost = [c for c in stats["skipped"]["contrasts"] if c.get("value") == 4]
+    assert [(c["a"], c["b"]) for c in lost] == [("armed", "plain")]
+    assert "plain-pairs4" in lost[0]["why"]
+
+
+def test_a_tuned_best_over_the_rates_that_happen_to_have_run_is_not_reported(
+    tuned_experiment, tuned_evals
+) -> None:
+    """ "plain" lacks its best rate (4e-3): a best over 1e-3 and 2e-3 would be no tuned best,
+    so its best and the best-rate contrast go, skipped with the run arm it lacks."""
+    evals = [
+        partial.Evaluation("x", e["arm"], e["seed"], partial.RELEASE, Path("."), e)
+        for e in tuned_evals
+        if e["arm"] != "plain-lr0.004"
+    ]
+    stats, _ = partial.partial_stats("x", tuned_experiment, evals, "grid")
+    tuned = stats["grid"]["tuned"]
+    assert list(tuned["best"]) == ["armed"] and tuned["contrasts_best"] == []
+    skipped = [c for c in stats["skipped"]["contrasts"] if c.get("tuned")]
+    assert [(c["a"], c["b"]) for c in skipped] == [("armed", "plain")]
+    assert "plain-lr0.004" in skipped[0]["why"]
+    complete, _ = partial.partial_stats(
+        "x",
+        tuned_experiment,
+        [
+            partial.Evaluation("x", e["arm"], e["seed"], partial.RELEASE, Path("."), e)
+            for e in tuned_evals
+        ],
+        "grid",
+    )
+    assert complete["grid"]["tuned"]["best"]["plain"] == 4e-3
 
 
 def test_claims_on_missing_arms_read_not_run_and_on_present_arms_decide(

@@ -3,6 +3,7 @@ with which builder is declared once, in `arbench.report.layouts`), and `save_fig
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -199,7 +200,7 @@ def grid_lines(stats: dict[str, Any], outputs: list[str | Path]) -> None:
                 alpha=0.8,
                 label=f"{arm} (rebound)",
             )
-        if "tuned" in g:
+        if arm in g.get("tuned", {}).get("best_labels", {}):  # (none: not every rate ran)
             best = g["tuned"]["best_labels"][arm]
             ax.scatter(
                 [float(best)],
@@ -244,12 +245,17 @@ def grid_lines(stats: dict[str, Any], outputs: list[str | Path]) -> None:
     n = max(a["n"] for a in stats["arms"].values())
     skipped = ", ".join(stats.get("skipped", {}).get("arms", {}))
     note = f"; not run here: {skipped}" if skipped else ""
-    ax.set_title(
-        f"{stats['title']}\nscale={stats['scale']}, n≤{n} seeds per point{note}", fontsize=8
-    )
+    head = f"scale={stats['scale']}, n≤{n} seeds per point{note}"
+    lines = [ln for part in (stats["title"], head) for ln in _wrap(part)]
+    ax.set_title("\n".join(lines), fontsize=8)
     ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     save_figure(fig, outputs)
+
+
+def _wrap(text: str, width: int = 84) -> list[str]:
+    """A title's lines at ``width`` characters, never broken inside a run arm's name."""
+    return textwrap.wrap(text, width, break_on_hyphens=False, break_long_words=False)
 
 
 def lockin_curves(stats: dict[str, Any], outputs: list[str | Path]) -> None:

@@ -6,12 +6,14 @@ of the paper DAG (or this repository's release of our own paper-scale runs,
 `arbench.paper_release`) has some. Here each experiment keeps the run arms that have at least
 one evaluation, and every other arm is recorded in the experiment's ``skipped`` mapping with
 the seeds it has of those planned ("0 of 10 planned seeds present"), as a scale's dropped arm
-is (`arbench.config.scales.drop_arms`); the contrasts naming one go with it. The statistics
-are then `arbench.report.experiment.experiment_stats`' own, unchanged, so every claim is
-decided on the seeds present under the usual verdict rules (too few seeds: inconclusive; a
-skipped arm: not run, with the reason). Each arm's summary gains ``seeds_present``,
-``seeds_planned`` and ``seed_sources`` (which seeds came from the results folder and which
-from the release).
+is (`arbench.config.scales.drop_arms`); the contrasts naming one go with it. A grid arm
+present at some of its values keeps those alone (as a sparse grid's arm), each value it
+lacks skipped by run-arm name; a tuned grid gives it no best rate until every rate has run.
+The statistics are then `arbench.report.experiment.experiment_stats`' own, unchanged, so
+every claim is decided on the seeds present under the usual verdict rules (too few seeds:
+inconclusive; a skipped arm: not run, with the reason). Each arm's summary gains
+``seeds_present``, ``seeds_planned`` and ``seed_sources`` (which seeds came from the results
+folder and which from the release).
 
 An evaluation is read from the results root where it exists there, else from the release
 (a release record whose run-table identity is not the config's is stale and left out). A row
@@ -199,7 +201,9 @@ def partial_block(
     """The experiment block cut to the run arms that have evaluations, and each row's
     presence. A grid value no arm has is dropped from the grid; an arm without an evaluation
     at a remaining value is skipped (``skipped.arms``, with its seeds present of those
-    planned), with every contrast naming it (``skipped.contrasts``). None: nothing present."""
+    planned), with every contrast naming it (``skipped.contrasts``), unless it has evaluations
+    at other values: then it keeps those alone (``grid.arms``) and each value it lacks is
+    skipped under its run arm's name. None: nothing present."""
     rows = runs_of(name, exp)
     arms = presence(rows, evals)
     if not any(a.present for a in arms):
@@ -220,6 +224,20 @@ def partial_block(
         ]
         if mine and all(a.present for a in mine):
             continue
+        have = [a for a in mine if a.present]
+        if kept_values is not None and have:
+            # present at some grid values: the arm runs there alone, as a sparse grid's arm
+            # (``grid.arms``); each value it lacks is skipped by its run arm's name
+            block["grid"].setdefault("arms", {})[arm] = [a.value for a in have]
+            lacks = [a for a in mine if not a.present]
+            skipped["arms"].update({a.run_arm: a.text() for a in lacks})
+            skipped["contrasts"] += [
+                {**c, "value": a.value, "why": f"{a.run_arm}: {a.text()}"}
+                for c in block.get("contrasts") or []
+                if arm in (c["a"], c["b"])
+                for a in lacks
+            ]
+            continue
         if kept_values is None:
             why = mine[0].text()
         else:  # (an arm of a grid's ``arms`` may have no value left at all)
@@ -232,6 +250,34 @@ def partial_block(
     skipped["contrasts"] += [c for c in contrasts if c["a"] in gone or c["b"] in gone]
     block["contrasts"] = [c for c in contrasts if c["a"] not in gone and c["b"] not in gone]
     return block, arms
+
+
+def _untune_incomplete(
+    stats: dict[str, Any], block: Mapping[str, Any], arms: Sequence[ArmPresence]
+) -> None:
+    """A tuned grid's best value of an arm that lacks some of its values is a best over the
+    rates that happen to have run, not the tuned one: its best and every best-rate contrast
+    naming it go, recorded in ``skipped.contrasts`` with the values it lacks."""
+    tuned = (stats.get("grid") or {}).get("tuned")
+    if not tuned:
+        return
+    lacking: dict[str, list[str]] = {}
+    for a in arms:
+        if a.arm in block["arms"] and not a.present:
+            lacking.setdefault(a.arm, []).append(a.run_arm)
+    if not lacking:
+        return
+    for key in ("best", "best_labels"):
+        tuned[key] = {arm: v for arm, v in tuned[key].items() if arm not in lacking}
+    kept, gone = [], []
+    for c in tuned["contrasts_best"]:
+        (gone if c["a"] in lacking or c["b"] in lacking else kept).append(c)
+    tuned["contrasts_best"] = kept
+    for c in gone:
+        missing = ", ".join(lacking.get(c["a"], []) + lacking.get(c["b"], []))
+        why = f"no tuned best: {missing} not present"
+        keep = {k: c[k] for k in ("knob", "within", "a", "b") if k in c}
+        stats["skipped"]["contrasts"].append({**keep, "tuned": True, "why": why})
 
 
 def partial_stats(
@@ -256,6 +302,7 @@ def partial_stats(
     stats = experiment_stats(
         name, block, used, scale, layout, curves or {}, self_tests or {}, reference
     )
+    _untune_incomplete(stats, block, arms)
     by_arm = {a.run_arm: a for a in arms}
     for run_arm, summary in stats["arms"].items():
         a = by_arm[run_arm]

@@ -200,9 +200,12 @@ def scale_reason(stats: Mapping[str, Any], missing: Missing) -> str | None:
     if step.kind == "match":
         fields = dict(step.fields)
         for c in skipped.get("contrasts") or []:
-            if all(_equal(c.get(k), v) for k, v in fields.items() if k in ("a", "b")):
+            keys = ("a", "b", "value") if "value" in c else ("a", "b")
+            if all(_equal(c.get(k), v) for k, v in fields.items() if k in keys):
                 if fields.keys() & {"a", "b"}:
-                    return f"contrast {c.get('a')} - {c.get('b')} not run (arm skipped)"
+                    at = f" at {c['value']}" if "value" in c else ""
+                    why = c.get("why", "arm skipped")
+                    return f"contrast {c.get('a')} - {c.get('b')}{at} not run ({why})"
     grid = _grid_labels(stats)
     if grid is not None:
         leaf, values, labels = grid
