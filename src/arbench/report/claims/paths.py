@@ -199,7 +199,10 @@ def scale_reason(stats: Mapping[str, Any], missing: Missing) -> str | None:
             return f"arm {arm} not run: {why}"
     if step.kind == "match":
         fields = dict(step.fields)
-        for c in skipped.get("contrasts") or []:
+        entries = skipped.get("contrasts") or []
+        if "value" not in fields:  # a path over every value (a tuned best): its own entry first
+            entries = sorted(entries, key=lambda c: "value" in c)
+        for c in entries:
             keys = ("a", "b", "value") if "value" in c else ("a", "b")
             if all(_equal(c.get(k), v) for k, v in fields.items() if k in keys):
                 if fields.keys() & {"a", "b"}:
